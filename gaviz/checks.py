@@ -1,0 +1,86 @@
+"""Argument checks at the trainer's boundary: each names the argument, what it
+expects and what arrived (Keras's message style)."""
+
+from __future__ import annotations
+
+import numbers
+
+import keras
+import tensorflow as tf
+
+TAIL_POLICIES = ("flush", "drop", "carry")
+
+
+def check_positive_int(name, value):
+    # bool is an int subclass: True would silently mean 1.
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"`{name}` must be an integer >= 1. Received: {name}={value!r}")
+    return int(value)
+
+
+def check_model(model):
+    if not isinstance(model, keras.Model):
+        raise TypeError(
+            f"`model` must be a keras.Model. Received: model={model!r} "
+            f"of type {type(model).__name__}"
+        )
+
+
+def check_optimizer(optimizer):
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise TypeError(
+            "`optimizer` must be a keras.optimizers.Optimizer instance. "
+            f"Received: optimizer={optimizer!r}"
+        )
+    steps = getattr(optimizer, "gradient_accumulation_steps", None)
+    if steps:
+        raise ValueError(
+            "`optimizer` must not accumulate gradients itself: the trainer does. "
+            "Create it without `gradient_accumulation_steps`. "
+            f"Received: optimizer.gradient_accumulation_steps={steps}"
+        )
+
+
+def check_tail(tail):
+    if tail not in TAIL_POLICIES:
+        raise ValueError(f"`tail` must be one of {TAIL_POLICIES}. Received: tail={tail!r}")
+
+
+def check_dataset(dataset):
+    """Checks that ``dataset`` is a tf.data.Dataset of ``(x, y)`` or ``(x, y, w)``."""
+    if not isinstance(dataset, tf.data.Dataset):
+        raise TypeError(
+            "`dataset` must be a tf.data.Dataset of (x, y) or (x, y, sample_weight) "
+            f"micro-batches. Received: dataset of type {type(dataset).__name__}"
+        )
+    spec = dataset.element_spec
+    if not isinstance(spec, tuple) or len(spec) not in (2, 3):
+        raise TypeError(
+            "`dataset` elements must be tuples (x, y) or (x, y, sample_weight). "
+            f"Received: element_spec={spec}"
+        )
+
+
+def check_targets(y, y_pred, per_sample_losses):
+    """Checks, on one eager micro-batch, that targets fit the model's outputs.
+
+    A mismatch that broadcasts (targets (b, 3) against outputs (b, 1)) would
+    train silently on the wrong numbers, so it is refused here.
+    """
+    y_shape, pred_shape = tuple(y.shape), tuple(y_pred.shape)
+    loss_shape = tuple(per_sample_losses.shape)
+    problem = None
+    if not loss_shape:
+        problem = "`loss` returned a scalar; it must return one loss per sample"
+    elif y_shape[:1] != pred_shape[:1]:
+        problem = "targets and model outputs have different batch sizes"
+    elif loss_shape[0] != pred_shape[0]:
+        problem = "per-sample losses do not have one entry per sample"
+    elif len(y_shape) == len(pred_shape) and y_shape[1:] != pred_shape[1:] and y_shape[-1] != 1:
+        problem = "targets and model outputs have different shapes"
+    if problem:
+        raise ValueError(
+            f"{problem}. Received: targets of shape {y_shape}, model outputs of shape "
+            f"{pred_shape}, per-sample losses of shape {loss_shape}. Check `dataset` "
+            "and `loss`."
+        )

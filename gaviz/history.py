@@ -1,0 +1,70 @@
+"""What a training run reports: one record per optimizer update."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Update:
+    """One applied optimizer update, as the per-update callback receives it.
+
+    Attributes:
+        update: 1-based number of this update in the run (``fit`` call).
+        epoch: 1-based epoch in which the update's window ended.
+        loss: loss of the update's effective batch, measured with the weights
+            before the update (data loss over its samples plus regularization).
+        effective_batch_size: samples (loss elements) in this update's window.
+        micro_steps: micro-batches in this update's window (``accumulation_steps``
+            except for a partial window).
+        samples_seen: samples of all windows applied so far in the run.
+        seconds: wall time since the run started.
+    """
+
+    update: int
+    epoch: int
+    loss: float
+    effective_batch_size: int
+    micro_steps: int
+    samples_seen: int
+    seconds: float
+
+
+@dataclass
+class History:
+    """Per-update records of a run, with one list per field for plotting.
+
+    ``history.loss[i]`` is the loss of update ``i + 1``'s effective batch.
+    """
+
+    updates: list[Update] = field(default_factory=list)
+
+    def append(self, update: Update) -> None:
+        self.updates.append(update)
+
+    def __len__(self) -> int:
+        return len(self.updates)
+
+    @property
+    def loss(self) -> list[float]:
+        return [u.loss for u in self.updates]
+
+    @property
+    def epoch(self) -> list[int]:
+        return [u.epoch for u in self.updates]
+
+    @property
+    def effective_batch_size(self) -> list[int]:
+        return [u.effective_batch_size for u in self.updates]
+
+    @property
+    def micro_steps(self) -> list[int]:
+        return [u.micro_steps for u in self.updates]
+
+    @property
+    def samples_seen(self) -> list[int]:
+        return [u.samples_seen for u in self.updates]
+
+    @property
+    def seconds(self) -> list[float]:
+        return [u.seconds for u in self.updates]

@@ -1,0 +1,375 @@
+"""The exact gradient-accumulation trainer: one graph call per optimizer update."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterable
+
+import keras
+import tensorflow as tf
+
+from gaviz import checks, window
+from gaviz.history import History, Update
+from gaviz.losses import per_sample_loss
+
+
+class AccumulationTrainer(tf.Module):
+    """Trains a Keras model on micro-batches, updating once per window of them.
+
+    Each update applies the gradient of the effective batch's loss::
+
+        g = sum_window(w_i * l_i) / n_window + grad(weight regularization)
+
+    with ``n_window`` the window's sample count, so the weights equal those of
+    plain training on big batches made of the same micro-batches (for models
+    without batch-dependent layers such as BatchNormalization), whatever the
+    optimizer, ragged micro-batches and partial windows included.
+
+    A window is consumed inside one ``tf.function`` call: the graph pulls up to
+    ``accumulation_steps`` micro-batches from the dataset iterator, adds their
+    summed gradients to float32 accumulators, and applies the update. The
+    Python loop in ``fit`` only runs once per update.
+
+    Counters (``tf.Variable``s, so they live in the graph and in checkpoints):
+    ``optimizer.iterations`` counts updates applied (learning-rate schedules
+    read it); ``micro_step`` counts micro-batches consumed;
+    ``micro_steps_in_window`` and ``window_sample_count`` describe the window
+    being filled.
+
+    Args:
+        model: a ``keras.Model``. Built on the first micro-batch if it is not.
+        optimizer: a Keras optimizer without ``gradient_accumulation_steps``.
+            Clipping set on it (``clipnorm``, ``global_clipnorm``...) applies
+            to the accumulated gradient.
+        loss: a ``keras.losses.Loss``, a Keras loss name, or a callable
+            ``(y_true, y_pred)`` returning per-sample losses.
+        accumulation_steps: micro-batches per update (an int >= 1).
+        tail: what happens to a partial window at the end of an epoch:
+            ``"flush"`` applies it, normalized by its own sample count;
+            ``"drop"`` discards it; ``"carry"`` continues it into the next epoch.
+        jit_compile: compile each micro-step's forward and backward pass with
+            XLA.
+
+    Raises:
+        TypeError, ValueError: an argument is not what is described above.
+    """
+
+    def __init__(
+        self,
+        model,
+        optimizer,
+        loss,
+        accumulation_steps: int,
+        tail: str = "flush",
+        jit_compile: bool = False,
+    ):
+        super().__init__(name="accumulation_trainer")
+        checks.check_model(model)
+        checks.check_optimizer(optimizer)
+        checks.check_tail(tail)
+        self.accumulation_steps = checks.check_positive_int(
+            "accumulation_steps", accumulation_steps
+        )
+        self.model = model
+        self.optimizer = optimizer
+        self.tail = tail
+        self.jit_compile = bool(jit_compile)
+        self._loss_fn = per_sample_loss(loss)
+        #: Set to True (from a callback or another thread) to end ``fit`` after
+        #: the current window; the trainer stays consistent and can go on.
+        self.stop_training = False
+
+        self.micro_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="micro_step")
+        self.micro_steps_in_window = tf.Variable(
+            0, dtype=tf.int64, trainable=False, name="micro_steps_in_window"
+        )
+        self.window_sample_count = tf.Variable(
+            0.0, dtype=tf.float32, trainable=False, name="window_sample_count"
+        )
+        self.window_loss_sum = tf.Variable(
+            0.0, dtype=tf.float32, trainable=False, name="window_loss_sum"
+        )
+        self.accumulators = None
+        if model.built and model.trainable_variables:
+            self._build_state()
+        self._window_fn = tf.function(self._window)
+        self._micro_gradients_fn = tf.function(
+            self._micro_gradients, jit_compile=self.jit_compile
+        )
+
+    # ------------------------------------------------------------------ state
+
+    def _build_state(self):
+        """Creates accumulators (float32, one per trainable variable) and optimizer slots."""
+        variables = self.model.trainable_variables
+        self.accumulators = [
+            tf.Variable(
+                tf.zeros(v.shape, dtype=_accumulator_dtype(v)),
+                trainable=False,
+                name="accumulator_" + v.name.replace("/", "_").replace(":", "_"),
+            )
+            for v in variables
+        ]
+        self.optimizer.build(variables)
+        # Static facts the window function reads at trace time.
+        self._regularized = [
+            v for v in variables if getattr(v, "regularizer", None) is not None
+        ]
+
+    def effective_batch_size(self, micro_batch_size: int) -> int:
+        """Samples in a full window: ``micro_batch_size * accumulation_steps``."""
+        micro_batch_size = checks.check_positive_int("micro_batch_size", micro_batch_size)
+        return micro_batch_size * self.accumulation_steps
+
+    # ------------------------------------------------------------ graph code
+
+    def _micro_gradients(self, x, y, sample_weight):
+        """Forward and backward pass of one micro-batch, unnormalized.
+
+        Returns gradients of the micro-batch's summed weighted loss, that sum
+        (plus the forward losses added with ``add_loss``, such as activity
+        regularizers, rescaled to sums), and its sample count.
+        """
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            y_pred = self.model(x, training=True)
+            losses = self._loss_fn(y, y_pred)
+            if losses.shape.rank == 0:
+                raise ValueError(
+                    "`loss` must return one loss per sample, shape (batch, ...); it "
+                    "returned a scalar. Pass a Keras loss object, a loss name, or a "
+                    "function without reduction."
+                )
+            loss_sum, count = window.weighted_loss_sum(losses, sample_weight)
+            forward = self._forward_losses()
+            if forward is not None:
+                # Keras divides activity losses by the micro-batch size: undo it so
+                # the window divides them, like the data loss, by its own count.
+                batch = tf.cast(tf.shape(tf.nest.flatten(y_pred)[0])[0], tf.float32)
+                loss_sum += batch * forward
+        return _gradients(tape, loss_sum, variables), loss_sum, count
+
+    def _forward_losses(self):
+        """Sum of the losses the last forward pass added (not weight regularization)."""
+        n_forward = len(self.model.losses) - len(self._regularized)
+        if n_forward <= 0:
+            return None
+        return tf.add_n([tf.cast(l, tf.float32) for l in self.model.losses[:n_forward]])
+
+    def _micro_step(self, element):
+        x, y, sample_weight = _unpack(element)
+        grads, loss_sum, count = self._micro_gradients_fn(x, y, sample_weight)
+        for accumulator, grad in zip(self.accumulators, grads):
+            accumulator.assign_add(tf.cast(grad, accumulator.dtype))
+        self.window_loss_sum.assign_add(loss_sum)
+        self.window_sample_count.assign_add(count)
+        self.micro_steps_in_window.assign_add(1)
+        self.micro_step.assign_add(1)
+
+    def _regularization(self):
+        """Weight regularization and its gradient, counted once per update."""
+        if not self._regularized:
+            return tf.constant(0.0), None
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            penalty = tf.add_n(
+                [tf.cast(v.regularizer(v), tf.float32) for v in self._regularized]
+            )
+        return penalty, _gradients(tape, penalty, variables)
+
+    def _window(self, iterator):
+        """Consumes one window from ``iterator`` and applies it if it is due.
+
+        Returns a dict of scalars describing the window (read before reset).
+        """
+        k = tf.constant(self.accumulation_steps, tf.int64)
+        consumed = tf.constant(0, tf.int64)
+        exhausted = tf.constant(False)
+        while self.micro_steps_in_window < k and not exhausted:
+            element = iterator.get_next_as_optional()
+            exhausted = not element.has_value()
+            if not exhausted:
+                self._micro_step(element.get_value())
+                consumed += 1
+
+        full = self.micro_steps_in_window >= k
+        count = self.window_sample_count.read_value()
+        micro_steps = self.micro_steps_in_window.read_value()
+        if self.tail == "carry":
+            done = full
+        else:
+            done = full or exhausted
+        due = full or (exhausted and self.tail == "flush" and count > 0)
+
+        penalty, reg_grads = self._regularization()
+        loss = tf.math.divide_no_nan(self.window_loss_sum, count) + penalty
+        grads = window.finish_gradients(
+            [a.read_value() for a in self.accumulators], count, reg_grads
+        )
+        finite = window.all_finite(loss, grads)
+        applied = due and finite
+        if applied:
+            self._apply(grads)
+        if done:
+            self._reset()
+        return {
+            "applied": applied,
+            "due": due,
+            "finite": finite,
+            "exhausted": exhausted,
+            "loss": loss,
+            "sample_count": count,
+            "micro_steps": micro_steps,
+            "consumed": consumed,
+        }
+
+    def _apply(self, grads):
+        variables = self.model.trainable_variables
+        self.optimizer.apply_gradients(
+            [(tf.cast(g, v.dtype), v) for g, v in zip(grads, variables)]
+        )
+
+    def _reset(self):
+        for accumulator in self.accumulators:
+            accumulator.assign(tf.zeros_like(accumulator))
+        self.window_loss_sum.assign(0.0)
+        self.window_sample_count.assign(0.0)
+        self.micro_steps_in_window.assign(0)
+
+    # ------------------------------------------------------------ Python loop
+
+    def fit(
+        self,
+        dataset,
+        epochs: int = 1,
+        on_update: Callable[[Update], None] | Iterable[Callable[[Update], None]] | None = None,
+    ) -> History:
+        """Trains on ``dataset`` for ``epochs`` epochs, one update per window.
+
+        Args:
+            dataset: a ``tf.data.Dataset`` of micro-batches ``(x, y)`` or
+                ``(x, y, sample_weight)``; iterated afresh each epoch.
+            epochs: number of passes over ``dataset`` (an int >= 1).
+            on_update: a callable, or several, called with an
+                :class:`~gaviz.history.Update` after each applied update.
+                Setting ``trainer.stop_training = True`` ends ``fit`` after
+                the current window.
+
+        Returns:
+            A :class:`~gaviz.history.History` with one record per update.
+
+        Raises:
+            FloatingPointError: a window's loss or gradient is not finite. That
+                update is not applied (the weights are those before it) and
+                its window is discarded.
+            TypeError, ValueError: bad ``dataset``, ``epochs`` or targets.
+        """
+        epochs = checks.check_positive_int("epochs", epochs)
+        checks.check_dataset(dataset)
+        callbacks = _as_callbacks(on_update)
+        self._prepare(dataset)
+
+        history = History()
+        samples_seen = 0
+        start = time.perf_counter()
+        self.stop_training = False
+        for epoch in range(1, epochs + 1):
+            iterator = iter(dataset)
+            consumed = 0
+            while not self.stop_training:
+                result = {key: value.numpy() for key, value in self._window_fn(iterator).items()}
+                consumed += int(result["consumed"])
+                if result["due"] and not result["finite"]:
+                    raise FloatingPointError(
+                        f"Update {len(history) + 1} (epoch {epoch}) has a non-finite loss "
+                        f"or gradient (loss={float(result['loss'])}). It was not applied: "
+                        f"the weights are those after update {len(history)}, and its window "
+                        "was discarded. Lower the learning rate or check the data."
+                    )
+                if result["applied"]:
+                    samples_seen += int(round(float(result["sample_count"])))
+                    update = Update(
+                        update=len(history) + 1,
+                        epoch=epoch,
+                        loss=float(result["loss"]),
+                        effective_batch_size=int(round(float(result["sample_count"]))),
+                        micro_steps=int(result["micro_steps"]),
+                        samples_seen=samples_seen,
+                        seconds=time.perf_counter() - start,
+                    )
+                    history.append(update)
+                    for callback in callbacks:
+                        callback(update)
+                if result["exhausted"]:
+                    break
+            if consumed == 0 and not self.stop_training:
+                raise ValueError(
+                    f"`dataset` yielded no micro-batches in epoch {epoch}. A dataset that "
+                    "can be iterated only once (from a generator, say) needs .cache() or "
+                    "a fresh dataset per epoch."
+                )
+            if self.stop_training:
+                break
+        return history
+
+    def _prepare(self, dataset):
+        """Builds model and state on the first micro-batch and checks its targets."""
+        first = next(iter(dataset.take(1)), None)
+        if first is None:
+            raise ValueError("`dataset` is empty: it yielded no micro-batches.")
+        x, y, _ = _unpack(first)
+        y_pred = self.model(x, training=False)
+        if self.accumulators is None:
+            if not self.model.trainable_variables:
+                raise ValueError("`model` has no trainable variables: nothing to train.")
+            self._build_state()
+        try:
+            losses = self._loss_fn(y, y_pred)
+        except Exception as error:  # the loss's own message, with our context
+            raise ValueError(
+                f"`loss` failed on the first micro-batch: targets of shape "
+                f"{tuple(y.shape)}, model outputs of shape {tuple(y_pred.shape)}: {error}"
+            ) from error
+        checks.check_targets(y, y_pred, losses)
+
+
+def _gradients(tape, target, variables):
+    """Gradients of ``target``; zeros for variables it does not reach.
+
+    (``UnconnectedGradients.ZERO`` fails on Keras variables, whose dtype is a
+    string, so the zeros are made here.)
+    """
+    grads = tape.gradient(target, variables)
+    return [
+        tf.zeros(v.shape, dtype=tf.as_dtype(v.dtype)) if g is None else g
+        for g, v in zip(grads, variables)
+    ]
+
+
+def _unpack(element):
+    if len(element) == 3:
+        return element
+    x, y = element
+    return x, y, None
+
+
+def _accumulator_dtype(variable):
+    # Half-precision variables still accumulate in float32: summing many small
+    # float16 gradients loses them.
+    dtype = tf.as_dtype(variable.dtype)
+    return tf.float64 if dtype == tf.float64 else tf.float32
+
+
+def _as_callbacks(on_update):
+    if on_update is None:
+        return []
+    if callable(on_update):
+        return [on_update]
+    callbacks = list(on_update)
+    for callback in callbacks:
+        if not callable(callback):
+            raise TypeError(
+                f"`on_update` must be a callable or a list of callables. Received an "
+                f"element {callback!r}"
+            )
+    return callbacks
