@@ -64,16 +64,21 @@ def check_dataset(dataset):
 def check_targets(y, y_pred, per_sample_losses):
     """Checks, on one eager micro-batch, that targets fit the model's outputs.
 
+    Called with ``per_sample_losses=None`` before the loss is computed, then
+    with the losses.
+
     A mismatch that broadcasts (targets (b, 3) against outputs (b, 1)) would
     train silently on the wrong numbers, so it is refused here.
     """
     y_shape, pred_shape = tuple(y.shape), tuple(y_pred.shape)
-    loss_shape = tuple(per_sample_losses.shape)
+    loss_shape = None if per_sample_losses is None else tuple(per_sample_losses.shape)
     problem = None
-    if not loss_shape:
-        problem = "`loss` returned a scalar; it must return one loss per sample"
-    elif y_shape[:1] != pred_shape[:1]:
+    if y_shape[:1] != pred_shape[:1]:
         problem = "targets and model outputs have different batch sizes"
+    elif loss_shape is None:
+        pass
+    elif not loss_shape:
+        problem = "`loss` returned a scalar; it must return one loss per sample"
     elif loss_shape[0] != pred_shape[0]:
         problem = "per-sample losses do not have one entry per sample"
     elif len(y_shape) == len(pred_shape) and y_shape[1:] != pred_shape[1:] and y_shape[-1] != 1:

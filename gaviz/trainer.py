@@ -116,6 +116,11 @@ class AccumulationTrainer(tf.Module):
             v for v in variables if getattr(v, "regularizer", None) is not None
         ]
 
+    @property
+    def tracing_count(self) -> int:
+        """How many times the window function was traced (1 after any number of windows)."""
+        return self._window_fn.experimental_get_tracing_count()
+
     def effective_batch_size(self, micro_batch_size: int) -> int:
         """Samples in a full window: ``micro_batch_size * accumulation_steps``."""
         micro_batch_size = checks.check_positive_int("micro_batch_size", micro_batch_size)
@@ -323,6 +328,7 @@ class AccumulationTrainer(tf.Module):
             if not self.model.trainable_variables:
                 raise ValueError("`model` has no trainable variables: nothing to train.")
             self._build_state()
+        checks.check_targets(y, y_pred, None)
         try:
             losses = self._loss_fn(y, y_pred)
         except Exception as error:  # the loss's own message, with our context

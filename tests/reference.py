@@ -44,7 +44,8 @@ def train_big_batches(model, optimizer, per_sample_loss, big_batches):
             loss = tf.reduce_sum(values) / tf.cast(tf.size(values), values.dtype)
             if model.losses:
                 loss = loss + tf.add_n(model.losses)
-        grads = tape.gradient(loss, variables, unconnected_gradients="zero")
+        grads = tape.gradient(loss, variables)
+        grads = [tf.zeros(v.shape) if g is None else g for g, v in zip(grads, variables)]
         optimizer.apply_gradients(zip(grads, variables))
         losses.append(float(loss))
     return losses
