@@ -1,7 +1,26 @@
-"""gaviz: learn and use exact gradient accumulation in TensorFlow 2 / Keras 3."""
+"""gaviz: learn and use exact gradient accumulation in TensorFlow 2 / Keras 3.
 
+Public API:
+    AccumulationTrainer: the exact trainer (one graph call per update).
+    History, Update: what a run reports, one record per optimizer update.
+    compare_steps, Run: train the demo problem at several accumulation steps.
+    plot_histories: effective-batch loss curves from histories.
+    demo: the built-in synthetic data set and model.
+"""
+
+from gaviz import demo
+from gaviz.compare import Run, compare_steps
 from gaviz.history import History, Update
+from gaviz.plotting import plot_histories
 from gaviz.trainer import AccumulationTrainer
 
-__all__ = ["AccumulationTrainer", "History", "Update"]
+__all__ = [
+    "AccumulationTrainer",
+    "History",
+    "Run",
+    "Update",
+    "compare_steps",
+    "demo",
+    "plot_histories",
+]
 __version__ = "0.1.0"

@@ -90,6 +90,7 @@ class AccumulationTrainer(tf.Module):
             0.0, dtype=tf.float32, trainable=False, name="window_loss_sum"
         )
         self.accumulators = None
+        self._checked_spec = None
         if model.built and model.trainable_variables:
             self._build_state()
         self._window_fn = tf.function(self._window)
@@ -308,6 +309,8 @@ class AccumulationTrainer(tf.Module):
                 if result["exhausted"]:
                     break
             if consumed == 0 and not self.stop_training:
+                if epoch == 1:
+                    raise ValueError("`dataset` is empty: it yielded no micro-batches.")
                 raise ValueError(
                     f"`dataset` yielded no micro-batches in epoch {epoch}. A dataset that "
                     "can be iterated only once (from a generator, say) needs .cache() or "
@@ -318,7 +321,13 @@ class AccumulationTrainer(tf.Module):
         return history
 
     def _prepare(self, dataset):
-        """Builds model and state on the first micro-batch and checks its targets."""
+        """Builds model and state on the first micro-batch and checks its targets.
+
+        Skipped for a dataset whose element spec was already checked: the eager
+        forward pass costs as much as a few windows of a small model.
+        """
+        if self.accumulators is not None and dataset.element_spec == self._checked_spec:
+            return
         first = next(iter(dataset.take(1)), None)
         if first is None:
             raise ValueError("`dataset` is empty: it yielded no micro-batches.")
@@ -337,6 +346,7 @@ class AccumulationTrainer(tf.Module):
                 f"{tuple(y.shape)}, model outputs of shape {tuple(y_pred.shape)}: {error}"
             ) from error
         checks.check_targets(y, y_pred, losses)
+        self._checked_spec = dataset.element_spec
 
 
 def _gradients(tape, target, variables):

@@ -1,0 +1,39 @@
+# Two commands set everything up on a fresh machine: `make lab` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Re-install only when the package's requirements change.
+STAMP_LAB := $(VENV)/.installed-lab
+STAMP_TEST := $(VENV)/.installed-test
+
+.PHONY: lab test demo bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP_TEST): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+$(STAMP_LAB): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[lab]"
+	touch $@
+
+# Jupyter refuses to run as root unless told to (containers, Binder-like machines).
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+lab: $(STAMP_LAB)
+	$(BIN)/jupyter lab $(ROOT_FLAG) lessons/
+
+test: $(STAMP_TEST)
+	$(BIN)/python -m pytest
+
+demo: $(STAMP_TEST)
+	$(BIN)/python -m gaviz compare --steps 1 2 4 8 --out curves.png
+
+bench: $(STAMP_TEST)
+	$(BIN)/python benchmarks/bench_trainer.py
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache
