@@ -4,18 +4,26 @@ Public API:
     AccumulationTrainer: the exact trainer (one graph call per update).
     History, Update: what a run reports, one record per optimizer update.
     compare_steps, Run: train the demo problem at several accumulation steps.
+    PITFALLS, pitfalls: the gallery of deliberately broken trainers.
+    compare_with_exact, Comparison: how far a trainer lands from the exact one.
     plot_histories: effective-batch loss curves from histories.
     demo: the built-in synthetic data set and model.
 """
 
-from gaviz import demo
+from gaviz import demo, pitfalls
 from gaviz.compare import Run, compare_steps
 from gaviz.history import History, Update
+from gaviz.measure import Comparison, compare_with_exact
+from gaviz.pitfalls import PITFALLS
 from gaviz.plotting import plot_histories
 from gaviz.trainer import AccumulationTrainer
 
 __all__ = [
+    "PITFALLS",
     "AccumulationTrainer",
+    "Comparison",
+    "compare_with_exact",
+    "pitfalls",
     "History",
     "Run",
     "Update",

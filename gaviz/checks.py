@@ -9,6 +9,7 @@ import keras
 import tensorflow as tf
 
 TAIL_POLICIES = ("flush", "drop", "carry")
+NORMALIZATIONS = ("samples", "weights")
 
 
 def check_positive_int(name, value):
@@ -44,6 +45,13 @@ def check_optimizer(optimizer):
 def check_tail(tail):
     if tail not in TAIL_POLICIES:
         raise ValueError(f"`tail` must be one of {TAIL_POLICIES}. Received: tail={tail!r}")
+
+
+def check_normalize(normalize):
+    if normalize not in NORMALIZATIONS:
+        raise ValueError(
+            f"`normalize` must be one of {NORMALIZATIONS}. Received: normalize={normalize!r}"
+        )
 
 
 def check_dataset(dataset):

@@ -47,6 +47,11 @@ class AccumulationTrainer(tf.Module):
         tail: what happens to a partial window at the end of an epoch:
             ``"flush"`` applies it, normalized by its own sample count;
             ``"drop"`` discards it; ``"carry"`` continues it into the next epoch.
+        normalize: what the window's summed loss is divided by:
+            ``"samples"``, its number of loss elements (Keras's
+            ``sum_over_batch_size`` on the big batch); ``"weights"``, its total
+            sample weight, e.g. the number of real tokens when the weights
+            mask padding (the fix Hugging Face adopted for token-level losses).
         jit_compile: compile each micro-step's forward and backward pass with
             XLA.
 
@@ -61,18 +66,21 @@ class AccumulationTrainer(tf.Module):
         loss,
         accumulation_steps: int,
         tail: str = "flush",
+        normalize: str = "samples",
         jit_compile: bool = False,
     ):
         super().__init__(name="accumulation_trainer")
         checks.check_model(model)
         checks.check_optimizer(optimizer)
         checks.check_tail(tail)
+        checks.check_normalize(normalize)
         self.accumulation_steps = checks.check_positive_int(
             "accumulation_steps", accumulation_steps
         )
         self.model = model
         self.optimizer = optimizer
         self.tail = tail
+        self.normalize = normalize
         self.jit_compile = bool(jit_compile)
         self._loss_fn = per_sample_loss(loss)
         #: Set to True (from a callback or another thread) to end ``fit`` after
@@ -85,6 +93,9 @@ class AccumulationTrainer(tf.Module):
         )
         self.window_sample_count = tf.Variable(
             0.0, dtype=tf.float32, trainable=False, name="window_sample_count"
+        )
+        self.window_normalizer = tf.Variable(
+            0.0, dtype=tf.float32, trainable=False, name="window_normalizer"
         )
         self.window_loss_sum = tf.Variable(
             0.0, dtype=tf.float32, trainable=False, name="window_loss_sum"
@@ -132,9 +143,10 @@ class AccumulationTrainer(tf.Module):
     def _micro_gradients(self, x, y, sample_weight):
         """Forward and backward pass of one micro-batch, unnormalized.
 
-        Returns gradients of the micro-batch's summed weighted loss, that sum
-        (plus the forward losses added with ``add_loss``, such as activity
-        regularizers, rescaled to sums), and its sample count.
+        Returns gradients of the micro-batch's objective, the objective, its
+        sample count, and what it adds to the window's normalizer. The exact
+        objective is the summed weighted loss (plus the forward losses added
+        with ``add_loss``, such as activity regularizers, rescaled to sums).
         """
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
@@ -146,14 +158,24 @@ class AccumulationTrainer(tf.Module):
                     "returned a scalar. Pass a Keras loss object, a loss name, or a "
                     "function without reduction."
                 )
-            loss_sum, count = window.weighted_loss_sum(losses, sample_weight)
+            loss_sum, count, weight_sum = window.weighted_loss_sum(losses, sample_weight)
             forward = self._forward_losses()
             if forward is not None:
                 # Keras divides activity losses by the micro-batch size: undo it so
                 # the window divides them, like the data loss, by its own count.
                 batch = tf.cast(tf.shape(tf.nest.flatten(y_pred)[0])[0], tf.float32)
                 loss_sum += batch * forward
-        return _gradients(tape, loss_sum, variables), loss_sum, count
+            normalizer = weight_sum if self.normalize == "weights" else count
+            objective, normalizer = self._micro_objective(loss_sum, normalizer)
+        return _gradients(tape, objective, variables), objective, count, normalizer
+
+    def _micro_objective(self, loss_sum, normalizer):
+        """What a micro-batch contributes: ``(objective, normalizer increment)``.
+
+        Exact: the unnormalized sum and the micro-batch's own share of the
+        window's divisor. (Pitfalls change this line.)
+        """
+        return loss_sum, normalizer
 
     def _forward_losses(self):
         """Sum of the losses the last forward pass added (not weight regularization)."""
@@ -163,14 +185,21 @@ class AccumulationTrainer(tf.Module):
         return tf.add_n([tf.cast(l, tf.float32) for l in self.model.losses[:n_forward]])
 
     def _micro_step(self, element):
+        """Adds one micro-batch to the window; returns its ``(grads, objective, count)``."""
         x, y, sample_weight = _unpack(element)
-        grads, loss_sum, count = self._micro_gradients_fn(x, y, sample_weight)
+        grads, objective, count, normalizer = self._micro_gradients_fn(x, y, sample_weight)
         for accumulator, grad in zip(self.accumulators, grads):
             accumulator.assign_add(tf.cast(grad, accumulator.dtype))
-        self.window_loss_sum.assign_add(loss_sum)
+        self.window_loss_sum.assign_add(objective)
         self.window_sample_count.assign_add(count)
+        self.window_normalizer.assign_add(normalizer)
         self.micro_steps_in_window.assign_add(1)
         self.micro_step.assign_add(1)
+        return grads, objective, count
+
+    def _window_divisor(self):
+        """What the window's sums are divided by (exact: its normalizer)."""
+        return self.window_normalizer.read_value()
 
     def _regularization(self):
         """Weight regularization and its gradient, counted once per update."""
@@ -208,9 +237,10 @@ class AccumulationTrainer(tf.Module):
         due = full or (exhausted and self.tail == "flush" and count > 0)
 
         penalty, reg_grads = self._regularization()
-        loss = tf.math.divide_no_nan(self.window_loss_sum, count) + penalty
+        divisor = self._window_divisor()
+        loss = tf.math.divide_no_nan(self.window_loss_sum, divisor) + penalty
         grads = window.finish_gradients(
-            [a.read_value() for a in self.accumulators], count, reg_grads
+            [a.read_value() for a in self.accumulators], divisor, reg_grads
         )
         finite = window.all_finite(loss, grads)
         applied = due and finite
@@ -236,10 +266,15 @@ class AccumulationTrainer(tf.Module):
         )
 
     def _reset(self):
+        """Starts a new window: zero accumulators and window counters."""
         for accumulator in self.accumulators:
             accumulator.assign(tf.zeros_like(accumulator))
+        self._reset_counters()
+
+    def _reset_counters(self):
         self.window_loss_sum.assign(0.0)
         self.window_sample_count.assign(0.0)
+        self.window_normalizer.assign(0.0)
         self.micro_steps_in_window.assign(0)
 
     # ------------------------------------------------------------ Python loop

@@ -22,7 +22,7 @@ import tensorflow as tf
 
 
 def weighted_loss_sum(per_sample_losses, sample_weight=None):
-    """Sums per-sample losses times their weights, and counts the samples.
+    """Sums per-sample losses times their weights; counts samples and weight.
 
     Args:
         per_sample_losses: tensor of shape ``(batch, ...)``: one loss per
@@ -31,21 +31,25 @@ def weighted_loss_sum(per_sample_losses, sample_weight=None):
             once trailing axes are added; ``(batch,)`` or the full shape.
 
     Returns:
-        ``(loss_sum, sample_count)``, both float32 scalars. ``sample_count`` is
-        the number of loss elements, the divisor Keras uses for
-        ``sum_over_batch_size``.
+        ``(loss_sum, sample_count, weight_sum)``, float32 scalars.
+        ``sample_count`` is the number of loss elements, the divisor of Keras's
+        ``sum_over_batch_size``; ``weight_sum`` is the total weight over those
+        elements (the number of real tokens when weights mask padding), equal
+        to ``sample_count`` without weights.
     """
     losses = tf.cast(per_sample_losses, tf.float32)
-    if sample_weight is not None:
-        weight = tf.cast(sample_weight, tf.float32)
-        # (batch,) weights against (batch, time) losses: add trailing axes.
-        while weight.shape.rank is not None and weight.shape.rank < losses.shape.rank:
-            weight = tf.expand_dims(weight, -1)
-        # (batch, 1) weights against (batch,) losses: drop the trailing axis.
-        if weight.shape.rank is not None and weight.shape.rank > losses.shape.rank:
-            weight = tf.reshape(weight, tf.shape(losses))
-        losses = losses * weight
-    return tf.reduce_sum(losses), tf.cast(tf.size(per_sample_losses), tf.float32)
+    count = tf.cast(tf.size(per_sample_losses), tf.float32)
+    if sample_weight is None:
+        return tf.reduce_sum(losses), count, count
+    weight = tf.cast(sample_weight, tf.float32)
+    # (batch,) weights against (batch, time) losses: add trailing axes.
+    while weight.shape.rank is not None and weight.shape.rank < losses.shape.rank:
+        weight = tf.expand_dims(weight, -1)
+    # (batch, 1) weights against (batch,) losses: drop the trailing axis.
+    if weight.shape.rank is not None and weight.shape.rank > losses.shape.rank:
+        weight = tf.reshape(weight, tf.shape(losses))
+    weight = tf.broadcast_to(weight, tf.shape(losses))
+    return tf.reduce_sum(losses * weight), count, tf.reduce_sum(weight)
 
 
 def add_gradients(accumulated, gradients):
@@ -53,12 +57,13 @@ def add_gradients(accumulated, gradients):
     return [a + tf.cast(g, a.dtype) for a, g in zip(accumulated, gradients)]
 
 
-def finish_gradients(accumulated, sample_count, regularization_gradients=None):
-    """The window's gradient: summed gradients over the sample count, plus regularization.
+def finish_gradients(accumulated, divisor, regularization_gradients=None):
+    """The window's gradient: summed gradients over the divisor, plus regularization.
 
-    ``sample_count`` of zero (an empty window) gives zeros, never NaN.
+    The divisor is the window's sample count (or total weight); zero (an
+    empty window) gives zeros, never NaN.
     """
-    grads = [tf.math.divide_no_nan(a, tf.cast(sample_count, a.dtype)) for a in accumulated]
+    grads = [tf.math.divide_no_nan(a, tf.cast(divisor, a.dtype)) for a in accumulated]
     if regularization_gradients is not None:
         grads = [g + tf.cast(r, g.dtype) for g, r in zip(grads, regularization_gradients)]
     return grads

@@ -1,0 +1,180 @@
+"""Measuring how far a trainer lands from the exact one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import keras
+import numpy as np
+
+from gaviz.trainer import AccumulationTrainer
+
+
+@dataclass
+class Comparison:
+    """A trainer and the exact trainer, run on the same model, data and seed.
+
+    Attributes:
+        name: the compared trainer's class name.
+        loss, exact_loss: per-update effective-batch losses of each run.
+        weight_distance: Euclidean distance between the two runs' weights
+            after each update (as many as both runs made).
+        update_norms, exact_update_norms: size of each update's weight change.
+        first_update_relative_error: ``|d - d_exact| / |d_exact|`` for the
+            first update's weight change ``d``.
+        effective_learning_rate_ratio: ``|d| / |d_exact|`` for the first
+            update when both point the same way (cosine > 0.99), else None:
+            how much larger the step is, as a learning-rate factor.
+        error: the message of an error that ended the compared run early
+            (a diverging pitfall), else None.
+    """
+
+    name: str
+    loss: list = field(default_factory=list)
+    exact_loss: list = field(default_factory=list)
+    weight_distance: list = field(default_factory=list)
+    update_norms: list = field(default_factory=list)
+    exact_update_norms: list = field(default_factory=list)
+    first_update_relative_error: float = float("nan")
+    effective_learning_rate_ratio: float | None = None
+    error: str | None = None
+
+    def summary(self) -> str:
+        ratio = (
+            "n/a (direction differs)"
+            if self.effective_learning_rate_ratio is None
+            else f"{self.effective_learning_rate_ratio:.3f}"
+        )
+        lines = [
+            f"{self.name} against the exact trainer:",
+            f"  first update relative error:   {self.first_update_relative_error:.3g}",
+            f"  effective learning-rate ratio: {ratio}",
+            f"  weight distance after update {len(self.weight_distance)}: "
+            f"{self.weight_distance[-1] if self.weight_distance else float('nan'):.3g}",
+            f"  updates: {len(self.loss)} (exact: {len(self.exact_loss)})",
+        ]
+        if self.error:
+            lines.append(f"  stopped early: {self.error}")
+        return "\n".join(lines)
+
+    def plot(self, figure=None):
+        """Loss histories and weight distance, side by side; returns the figure."""
+        if figure is None:
+            import matplotlib.pyplot as plt
+
+            figure = plt.figure(figsize=(10, 3.6))
+        left, right = figure.subplots(1, 2)
+        left.plot(range(1, len(self.exact_loss) + 1), self.exact_loss, label="exact", linewidth=2)
+        left.plot(range(1, len(self.loss) + 1), self.loss, "--", label=self.name)
+        left.set_xlabel("optimizer update")
+        left.set_ylabel("effective-batch loss")
+        left.legend(fontsize="small")
+        left.grid(True, alpha=0.3)
+        right.plot(range(1, len(self.weight_distance) + 1), self.weight_distance, color="C3")
+        right.set_xlabel("optimizer update")
+        right.set_ylabel("|weights - exact weights|")
+        right.grid(True, alpha=0.3)
+        figure.suptitle(f"{self.name}: first update off by {self.first_update_relative_error:.2g}")
+        figure.tight_layout()
+        return figure
+
+
+def compare_with_exact(
+    trainer_class,
+    model,
+    optimizer,
+    loss,
+    dataset,
+    accumulation_steps: int,
+    epochs: int = 1,
+    seed: int = 0,
+    **trainer_kwargs,
+) -> Comparison:
+    """Runs ``trainer_class`` and the exact trainer from identical starts.
+
+    Args:
+        trainer_class: ``AccumulationTrainer`` or a class with its constructor
+            (any of ``gaviz.pitfalls.PITFALLS``).
+        model: a Keras model to copy (Sequential or functional: cloned with
+            its current weights) or a callable returning a fresh model with
+            the same initial weights each call.
+        optimizer: a Keras optimizer to copy (from its config), or a callable
+            returning a fresh one.
+        loss, dataset, accumulation_steps, epochs, trainer_kwargs: as for
+            ``AccumulationTrainer`` and its ``fit``.
+        seed: seeds Keras before each run, so both start alike.
+
+    Returns:
+        A :class:`Comparison`.
+    """
+    runs = {}
+    for cls in (AccumulationTrainer, trainer_class):
+        keras.utils.set_random_seed(seed)
+        run_model = _fresh_model(model)
+        trainer = cls(
+            run_model, _fresh_optimizer(optimizer), loss, accumulation_steps, **trainer_kwargs
+        )
+        snapshots = [_flat_weights(run_model)]
+        error = None
+        try:
+            history = trainer.fit(
+                dataset, epochs=epochs, on_update=lambda _: snapshots.append(_flat_weights(run_model))
+            )
+            losses = history.loss
+        except FloatingPointError as failure:
+            error, losses = str(failure), [np.nan] * (len(snapshots) - 1)
+        runs[cls] = (losses, snapshots, error)
+
+    exact_loss, exact_weights, _ = runs[AccumulationTrainer]
+    pitfall_loss, pitfall_weights, error = runs[trainer_class]
+    comparison = Comparison(
+        name=trainer_class.__name__,
+        loss=list(pitfall_loss),
+        exact_loss=list(exact_loss),
+        weight_distance=[
+            float(np.linalg.norm(p - e)) for p, e in zip(pitfall_weights[1:], exact_weights[1:])
+        ],
+        update_norms=_update_norms(pitfall_weights),
+        exact_update_norms=_update_norms(exact_weights),
+        error=error,
+    )
+    if len(pitfall_weights) > 1 and len(exact_weights) > 1:
+        step = pitfall_weights[1] - pitfall_weights[0]
+        exact_step = exact_weights[1] - exact_weights[0]
+        exact_norm = np.linalg.norm(exact_step)
+        comparison.first_update_relative_error = float(np.linalg.norm(step - exact_step) / exact_norm)
+        cosine = float(step @ exact_step / (np.linalg.norm(step) * exact_norm + 1e-30))
+        if cosine > 0.99:
+            comparison.effective_learning_rate_ratio = float(np.linalg.norm(step) / exact_norm)
+    return comparison
+
+
+def _fresh_model(model):
+    if isinstance(model, keras.Model):
+        copy = keras.models.clone_model(model)
+        copy.set_weights(model.get_weights())
+        return copy
+    if callable(model):
+        return model()
+    raise TypeError(
+        f"`model` must be a keras.Model or a callable returning one. Received: {model!r}"
+    )
+
+
+def _fresh_optimizer(optimizer):
+    if isinstance(optimizer, keras.optimizers.Optimizer):
+        return optimizer.__class__.from_config(optimizer.get_config())
+    if callable(optimizer):
+        return optimizer()
+    raise TypeError(
+        "`optimizer` must be a Keras optimizer or a callable returning one. "
+        f"Received: {optimizer!r}"
+    )
+
+
+def _flat_weights(model):
+    return np.concatenate([np.ravel(w) for w in model.get_weights()]).astype(np.float64)
+
+
+def _update_norms(snapshots):
+    return [float(np.linalg.norm(b - a)) for a, b in zip(snapshots, snapshots[1:])]

@@ -1,0 +1,211 @@
+"""Each pitfall produces its own specific wrong number; the exact trainer does not."""
+
+import inspect
+
+import keras
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gaviz
+from gaviz.pitfalls import PITFALLS
+from conftest import make_mlp
+from reference import dataset_of, micro_batches
+
+K = 4
+LR = 1e-3
+
+
+def sgd(**kwargs):
+    return keras.optimizers.SGD(LR, **kwargs)
+
+
+def flat(model):
+    return np.concatenate([w.ravel() for w in model.get_weights()]).astype(np.float64)
+
+
+def assert_step(actual, expected):
+    """Steps are ~1e-4 on weights ~1: compare as vectors, at float32's resolution."""
+    assert np.linalg.norm(actual - expected) < 2e-3 * np.linalg.norm(expected)
+
+
+def compare(name, micro, epochs=1, optimizer=sgd, model=make_mlp, **kwargs):
+    cls = gaviz.AccumulationTrainer if name == "exact" else PITFALLS[name]
+    return gaviz.compare_with_exact(cls, model, optimizer, "mse", dataset_of(micro), K,
+                                    epochs=epochs, **kwargs)
+
+
+@pytest.fixture
+def equal_micro(regression_data):
+    x, y = regression_data
+    return micro_batches(x[:96], y[:96], [8] * 12)  # 3 full windows
+
+
+@pytest.fixture
+def ragged_micro(regression_data):
+    x, y = regression_data
+    return micro_batches(x, y, [2, 30, 5, 11] * 2 + [4])
+
+
+def test_gallery_names_and_labels():
+    assert set(PITFALLS) == {
+        "missing_reset", "missing_normalization", "dropped_tail", "update_every_micro_step",
+        "zeroed_weights", "mean_of_means", "per_micro_batch_clipping",
+        "regularizer_every_micro_step",
+    }
+    for cls in PITFALLS.values():
+        assert issubclass(cls, gaviz.AccumulationTrainer)
+        assert "# PITFALL:" in inspect.getsource(cls)
+        doc = cls.__doc__
+        for part in ("Symptom:", "Cause:", "Fix:", "Detect:"):
+            assert part in doc, (cls.__name__, part)
+
+
+def test_exact_against_itself_is_zero(equal_micro):
+    result = compare("exact", equal_micro)
+    assert result.first_update_relative_error == 0.0
+    assert result.effective_learning_rate_ratio == pytest.approx(1.0)
+    assert max(result.weight_distance) == 0.0
+
+
+def test_missing_normalization_is_k_times_too_large(equal_micro):
+    result = compare("missing_normalization", equal_micro)
+    assert result.effective_learning_rate_ratio == pytest.approx(K, rel=1e-4)
+    assert result.first_update_relative_error == pytest.approx(K - 1, rel=1e-4)
+    assert result.loss[0] == pytest.approx(K * result.exact_loss[0], rel=1e-5)
+
+
+def test_missing_reset_updates_grow_with_the_update_count(regression_data):
+    x, y = regression_data
+    same = [(x[:8], y[:8])] * (5 * K)  # one micro-batch, repeated: a near-constant gradient
+    result = compare("missing_reset", same)
+    growth = np.array(result.update_norms) / result.update_norms[0]
+    np.testing.assert_allclose(growth, [1, 2, 3, 4, 5], rtol=0.02)
+    exact_growth = np.array(result.exact_update_norms) / result.exact_update_norms[0]
+    np.testing.assert_allclose(exact_growth, 1, rtol=0.02)
+
+
+def test_dropped_tail_never_sees_the_tail(regression_data):
+    x, y = regression_data
+    sizes = [8] * 12 + [4]  # k=4: three full windows, then a tail of 4 samples
+    y_changed = y.copy()
+    y_changed[-4:] += 10.0
+    weights = {}
+    for name, cls in [("exact", gaviz.AccumulationTrainer), ("pitfall", PITFALLS["dropped_tail"])]:
+        for label, targets in [("original", y), ("changed", y_changed)]:
+            model = make_mlp()
+            cls(model, sgd(), "mse", K).fit(dataset_of(micro_batches(x, targets, sizes)), epochs=2)
+            weights[name, label] = flat(model)
+    np.testing.assert_array_equal(weights["pitfall", "original"], weights["pitfall", "changed"])
+    assert np.linalg.norm(weights["exact", "original"] - weights["exact", "changed"]) > 1e-3
+
+
+def test_update_every_micro_step_applies_k_plus_one_times(regression_data):
+    x, y = regression_data
+    same = [(x[:8], y[:8])] * (3 * K)
+    model = make_mlp()
+    trainer = PITFALLS["update_every_micro_step"](model, sgd(), "mse", K)
+    history = trainer.fit(dataset_of(same))
+    assert len(history) == 3
+    assert int(trainer.optimizer.iterations.numpy()) == 3 * (K + 1)
+    result = compare("update_every_micro_step", same)
+    assert result.effective_learning_rate_ratio == pytest.approx(K + 1, rel=0.01)
+
+
+def test_zeroed_weights_wipes_the_model(equal_micro):
+    model = make_mlp()
+    PITFALLS["zeroed_weights"](model, sgd(), "mse", K).fit(dataset_of(equal_micro))
+    assert not np.any(flat(model))
+    exact = make_mlp()
+    gaviz.AccumulationTrainer(exact, sgd(), "mse", K).fit(dataset_of(equal_micro))
+    assert np.linalg.norm(flat(exact)) > 1.0
+
+
+def mean_gradients(model, micro):
+    """Each micro-batch's own mean-loss gradient at the model's current weights."""
+    out = []
+    for x, y in micro:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(keras.losses.mean_squared_error(y, model(x)))
+        out.append(np.concatenate([g.numpy().ravel() for g in tape.gradient(loss, model.trainable_variables)]))
+    return out
+
+
+def test_mean_of_means_is_exact_only_for_equal_micro_batches(equal_micro, ragged_micro):
+    assert compare("mean_of_means", equal_micro).first_update_relative_error < 1e-4
+    result = compare("mean_of_means", ragged_micro)
+    assert result.first_update_relative_error > 0.05
+    # The wrong number: the first update is lr times the average of the means.
+    model = make_mlp()
+    expected = -LR * np.mean(mean_gradients(model, ragged_micro[:K]), axis=0)
+    before = flat(model)
+    PITFALLS["mean_of_means"](model, sgd(), "mse", K).fit(dataset_of(ragged_micro[:K]))
+    assert_step(flat(model) - before, expected)
+
+
+def test_per_micro_batch_clipping_averages_clipped_gradients(ragged_micro):
+    clip = 0.05
+    model = make_mlp()
+    grads = mean_gradients(model, ragged_micro[:K])
+    assert min(np.linalg.norm(g) for g in grads) > clip  # every micro-batch gets clipped
+    clipped = [g * clip / np.linalg.norm(g) for g in grads]
+    sizes = np.array([len(m[0]) for m in ragged_micro[:K]], dtype=np.float64)
+    expected = -LR * np.sum([s * g for s, g in zip(sizes, clipped)], axis=0) / sizes.sum()
+    before = flat(model)
+    PITFALLS["per_micro_batch_clipping"](model, sgd(global_clipnorm=clip), "mse", K).fit(
+        dataset_of(ragged_micro[:K])
+    )
+    step = flat(model) - before
+    assert_step(step, expected)
+    assert np.linalg.norm(step) < LR * clip * 0.99
+    exact = make_mlp()
+    gaviz.AccumulationTrainer(exact, sgd(global_clipnorm=clip), "mse", K).fit(
+        dataset_of(ragged_micro[:K])
+    )
+    assert np.linalg.norm(flat(exact) - before) == pytest.approx(LR * clip, rel=1e-3)
+
+
+def test_per_micro_batch_clipping_needs_a_clipping_optimizer():
+    with pytest.raises(ValueError, match="must clip"):
+        PITFALLS["per_micro_batch_clipping"](make_mlp(), sgd(), "mse", K)
+
+
+def test_regularizer_every_micro_step_counts_k_times(equal_micro):
+    def regularized():
+        return make_mlp(kernel_regularizer=keras.regularizers.L2(0.1))
+
+    model = regularized()
+    with tf.GradientTape() as tape:
+        penalty = tf.add_n(model.losses)
+    grads = tape.gradient(penalty, model.trainable_variables)
+    reg_grad = np.concatenate([
+        np.zeros(v.shape).ravel() if g is None else g.numpy().ravel()
+        for g, v in zip(grads, model.trainable_variables)
+    ])
+    steps = {}
+    for name in ("exact", "regularizer_every_micro_step"):
+        m = regularized()
+        cls = gaviz.AccumulationTrainer if name == "exact" else PITFALLS[name]
+        before = flat(m)
+        cls(m, sgd(), "mse", K).fit(dataset_of(equal_micro[:K]))
+        steps[name] = flat(m) - before
+    assert_step(steps["regularizer_every_micro_step"] - steps["exact"], -LR * (K - 1) * reg_grad)
+
+
+def test_comparison_plot_and_summary(equal_micro):
+    result = compare("missing_normalization", equal_micro)
+    figure = result.plot()
+    left, right = figure.axes
+    np.testing.assert_allclose(left.get_lines()[1].get_ydata(), result.loss)
+    np.testing.assert_allclose(right.get_lines()[0].get_ydata(), result.weight_distance)
+    text = result.summary()
+    assert "MissingNormalization" in text and "4.000" in text
+
+
+def test_comparison_reports_a_diverging_pitfall(equal_micro):
+    result = compare("missing_normalization", equal_micro * 5, optimizer=lambda: keras.optimizers.SGD(3.0))
+    assert result.error and "non-finite" in result.error
+    assert len(result.exact_loss) == 15
