@@ -59,3 +59,46 @@ def make_optimizer(name: str, learning_rate: float) -> keras.optimizers.Optimize
     if name not in OPTIMIZERS:
         raise ValueError(f"`optimizer` must be one of {sorted(OPTIMIZERS)}. Received: optimizer={name!r}")
     return OPTIMIZERS[name](learning_rate)
+
+
+def make_token_data(
+    sequences: int = 96,
+    max_length: int = 12,
+    features: int = 6,
+    vocabulary: int = 5,
+    seed: int = 0,
+):
+    """A toy token-level task with variable-length, padded sequences.
+
+    Each position's label is the argmax of a fixed random projection of its
+    features, so it is learnable; sequences have 1 to ``max_length`` real
+    tokens and are padded to ``max_length``.
+
+    Returns:
+        ``(x, y, mask)``: float32 ``(sequences, max_length, features)``,
+        int32 ``(sequences, max_length)`` labels, and a float32 mask of the
+        same shape, 1 on real tokens and 0 on padding: use it as
+        ``sample_weight`` with ``normalize="weights"`` to average over real
+        tokens.
+    """
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(sequences, max_length, features)).astype("float32")
+    projection = rng.normal(size=(features, vocabulary))
+    y = np.argmax(x @ projection, axis=-1).astype("int32")
+    lengths = rng.integers(1, max_length + 1, size=sequences)
+    mask = (np.arange(max_length)[None, :] < lengths[:, None]).astype("float32")
+    x = x * mask[..., None]
+    return x, y, mask
+
+
+def make_token_model(max_length: int = 12, features: int = 6, vocabulary: int = 5, seed: int = 0):
+    """A per-token classifier (logits) for :func:`make_token_data`."""
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential(
+        [
+            keras.Input((max_length, features)),
+            keras.layers.Dense(16, activation="tanh"),
+            keras.layers.Dense(vocabulary),
+        ],
+        name="token_classifier",
+    )
