@@ -6,11 +6,13 @@ Public API:
     compare_steps, Run: train the demo problem at several accumulation steps.
     PITFALLS, pitfalls: the gallery of deliberately broken trainers.
     compare_with_exact, Comparison: how far a trainer lands from the exact one.
+    batch_dependence: accumulation against the big batch with a normalization layer.
     plot_histories: effective-batch loss curves from histories.
     demo: the built-in synthetic data set and model.
 """
 
 from gaviz import demo, pitfalls
+from gaviz.batchnorm import batch_dependence
 from gaviz.compare import Run, compare_steps
 from gaviz.history import History, Update
 from gaviz.measure import Comparison, compare_with_exact
@@ -26,6 +28,7 @@ __all__ = [
     "pitfalls",
     "History",
     "Run",
+    "batch_dependence",
     "Update",
     "compare_steps",
     "demo",

@@ -25,9 +25,11 @@ class MissingReset(AccumulationTrainer):
     at a tiny learning rate (``tests/test_pitfalls.py::test_missing_reset``).
     """
 
-    def _reset(self):
-        # PITFALL: accumulators never reset: only the window counters restart.
-        self._reset_counters()
+    _keep_accumulators = True  # the sums must survive from window to window
+
+    def _reset(self, grads):
+        # PITFALL: accumulators never reset: they keep the sum; only counters restart.
+        self._store(grads, 0.0, 0.0, 0.0, 0)
 
 
 class MissingNormalization(AccumulationTrainer):
@@ -46,9 +48,9 @@ class MissingNormalization(AccumulationTrainer):
         # PITFALL: each micro-batch contributes its mean loss...
         return tf.math.divide_no_nan(loss_sum, normalizer), 1.0
 
-    def _window_divisor(self):
+    def _window_divisor(self, normalizer):
         # PITFALL: ...and the window's sum of means is never divided.
-        return tf.constant(1.0)
+        return tf.ones_like(normalizer)
 
 
 class DroppedTail(AccumulationTrainer):
@@ -82,10 +84,10 @@ class UpdateEveryMicroStep(AccumulationTrainer):
     """
 
     def _micro_step(self, element):
-        grads, objective, count = super()._micro_step(element)
+        grads, objective, count, normalizer = super()._micro_step(element)
         # PITFALL: the micro-batch's own mean gradient is applied at once, too.
-        self._apply([g / count for g in grads])
-        return grads, objective, count
+        self._apply([tf.math.divide_no_nan(g, normalizer) for g in grads])
+        return grads, objective, count, normalizer
 
 
 class ZeroedWeights(AccumulationTrainer):
@@ -99,11 +101,13 @@ class ZeroedWeights(AccumulationTrainer):
     Detect: every weight is exactly zero after an update.
     """
 
-    def _reset(self):
-        # PITFALL: zeroes the model's weights, not the accumulators.
+    _keep_accumulators = True  # they are never zeroed, so they persist
+
+    def _reset(self, grads):
+        # PITFALL: zeroes the model's weights; the accumulators keep their sums.
         for variable in self.model.trainable_variables:
             variable.assign(tf.zeros(variable.shape, dtype=variable.dtype))
-        self._reset_counters()
+        self._store(grads, 0.0, 0.0, 0.0, 0)
 
 
 class MeanOfMeans(AccumulationTrainer):
@@ -181,10 +185,10 @@ class RegularizerEveryMicroStep(AccumulationTrainer):
     ``(k - 1) * lr * grad(penalty)`` at the initial weights.
     """
 
-    def _regularization(self):
-        penalty, grads = super()._regularization()
+    def _regularization(self, micro_steps):
+        penalty, grads = super()._regularization(micro_steps)
         # PITFALL: one penalty per micro-step in the window, not one per update.
-        times = tf.cast(self.micro_steps_in_window, tf.float32)
+        times = tf.cast(micro_steps, tf.float32)
         return penalty * times, None if grads is None else [g * times for g in grads]
 
 

@@ -100,7 +100,8 @@ class AccumulationTrainer(tf.Module):
         self.window_loss_sum = tf.Variable(
             0.0, dtype=tf.float32, trainable=False, name="window_loss_sum"
         )
-        self.accumulators = None
+        self.accumulators = []
+        self._built_state = False
         self._checked_spec = None
         if model.built and model.trainable_variables:
             self._build_state()
@@ -111,22 +112,29 @@ class AccumulationTrainer(tf.Module):
 
     # ------------------------------------------------------------------ state
 
+    #: Whether accumulated gradients must outlive a ``fit`` call. Only a window
+    #: carried into the next epoch does; otherwise every window starts and
+    #: ends inside one graph call and its sums live in loop tensors only.
+    _keep_accumulators = False
+
     def _build_state(self):
-        """Creates accumulators (float32, one per trainable variable) and optimizer slots."""
+        """Creates optimizer slots and, for ``tail="carry"``, accumulators."""
         variables = self.model.trainable_variables
-        self.accumulators = [
-            tf.Variable(
-                tf.zeros(v.shape, dtype=_accumulator_dtype(v)),
-                trainable=False,
-                name="accumulator_" + v.name.replace("/", "_").replace(":", "_"),
-            )
-            for v in variables
-        ]
+        if self._keep_accumulators or self.tail == "carry":
+            self.accumulators = [
+                tf.Variable(
+                    tf.zeros(v.shape, dtype=_accumulator_dtype(v)),
+                    trainable=False,
+                    name="accumulator_" + v.name.replace("/", "_").replace(":", "_"),
+                )
+                for v in variables
+            ]
         self.optimizer.build(variables)
         # Static facts the window function reads at trace time.
         self._regularized = [
             v for v in variables if getattr(v, "regularizer", None) is not None
         ]
+        self._built_state = True
 
     @property
     def tracing_count(self) -> int:
@@ -185,24 +193,17 @@ class AccumulationTrainer(tf.Module):
         return tf.add_n([tf.cast(l, tf.float32) for l in self.model.losses[:n_forward]])
 
     def _micro_step(self, element):
-        """Adds one micro-batch to the window; returns its ``(grads, objective, count)``."""
+        """One micro-batch: ``(grads, objective, sample_count, normalizer)``."""
         x, y, sample_weight = _unpack(element)
-        grads, objective, count, normalizer = self._micro_gradients_fn(x, y, sample_weight)
-        for accumulator, grad in zip(self.accumulators, grads):
-            accumulator.assign_add(tf.cast(grad, accumulator.dtype))
-        self.window_loss_sum.assign_add(objective)
-        self.window_sample_count.assign_add(count)
-        self.window_normalizer.assign_add(normalizer)
-        self.micro_steps_in_window.assign_add(1)
-        self.micro_step.assign_add(1)
-        return grads, objective, count
+        return self._micro_gradients_fn(x, y, sample_weight)
 
-    def _window_divisor(self):
+    def _window_divisor(self, normalizer):
         """What the window's sums are divided by (exact: its normalizer)."""
-        return self.window_normalizer.read_value()
+        return normalizer
 
-    def _regularization(self):
+    def _regularization(self, micro_steps):
         """Weight regularization and its gradient, counted once per update."""
+        del micro_steps  # the exact penalty does not depend on the window
         if not self._regularized:
             return tf.constant(0.0), None
         variables = self.model.trainable_variables
@@ -212,42 +213,68 @@ class AccumulationTrainer(tf.Module):
             )
         return penalty, _gradients(tape, penalty, variables)
 
+    def _load_window(self):
+        """The window's running sums at the start of a call (non-zero only when carried)."""
+        if self.accumulators:
+            grads = [a.read_value() for a in self.accumulators]
+        else:
+            grads = [
+                tf.zeros(v.shape, dtype=_accumulator_dtype(v))
+                for v in self.model.trainable_variables
+            ]
+        return (
+            grads,
+            self.window_loss_sum.read_value(),
+            self.window_sample_count.read_value(),
+            self.window_normalizer.read_value(),
+            self.micro_steps_in_window.read_value(),
+        )
+
     def _window(self, iterator):
         """Consumes one window from ``iterator`` and applies it if it is due.
 
-        Returns a dict of scalars describing the window (read before reset).
+        The sums are loop tensors, not variables: one read before the loop
+        and one write after it, instead of a variable update per micro-batch.
+        Returns a dict of scalars describing the window.
         """
         k = tf.constant(self.accumulation_steps, tf.int64)
+        grads, loss_sum, count, normalizer, steps = self._load_window()
         consumed = tf.constant(0, tf.int64)
         exhausted = tf.constant(False)
-        while self.micro_steps_in_window < k and not exhausted:
+        while steps < k and not exhausted:
             element = iterator.get_next_as_optional()
             exhausted = not element.has_value()
             if not exhausted:
-                self._micro_step(element.get_value())
+                micro_grads, objective, micro_count, micro_normalizer = self._micro_step(
+                    element.get_value()
+                )
+                grads = window.add_gradients(grads, micro_grads)
+                loss_sum += objective
+                count += micro_count
+                normalizer += micro_normalizer
+                steps += 1
                 consumed += 1
 
-        full = self.micro_steps_in_window >= k
-        count = self.window_sample_count.read_value()
-        micro_steps = self.micro_steps_in_window.read_value()
+        full = steps >= k
         if self.tail == "carry":
             done = full
         else:
             done = full or exhausted
         due = full or (exhausted and self.tail == "flush" and count > 0)
 
-        penalty, reg_grads = self._regularization()
-        divisor = self._window_divisor()
-        loss = tf.math.divide_no_nan(self.window_loss_sum, divisor) + penalty
-        grads = window.finish_gradients(
-            [a.read_value() for a in self.accumulators], divisor, reg_grads
-        )
-        finite = window.all_finite(loss, grads)
+        penalty, reg_grads = self._regularization(steps)
+        divisor = self._window_divisor(normalizer)
+        loss = tf.math.divide_no_nan(loss_sum, divisor) + penalty
+        final = window.finish_gradients(grads, divisor, reg_grads)
+        finite = window.all_finite(loss, final)
         applied = due and finite
         if applied:
-            self._apply(grads)
+            self._apply(final)
         if done:
-            self._reset()
+            self._reset(grads)
+        else:
+            self._store(grads, loss_sum, count, normalizer, steps)
+        self.micro_step.assign_add(consumed)
         return {
             "applied": applied,
             "due": due,
@@ -255,7 +282,7 @@ class AccumulationTrainer(tf.Module):
             "exhausted": exhausted,
             "loss": loss,
             "sample_count": count,
-            "micro_steps": micro_steps,
+            "micro_steps": steps,
             "consumed": consumed,
         }
 
@@ -265,8 +292,18 @@ class AccumulationTrainer(tf.Module):
             [(tf.cast(g, v.dtype), v) for g, v in zip(grads, variables)]
         )
 
-    def _reset(self):
-        """Starts a new window: zero accumulators and window counters."""
+    def _store(self, grads, loss_sum, count, normalizer, steps):
+        """Keeps an unfinished window for the next call (``tail="carry"``)."""
+        for accumulator, grad in zip(self.accumulators, grads):
+            accumulator.assign(grad)
+        self.window_loss_sum.assign(loss_sum)
+        self.window_sample_count.assign(count)
+        self.window_normalizer.assign(normalizer)
+        self.micro_steps_in_window.assign(steps)
+
+    def _reset(self, grads):
+        """Ends a window: the next one starts from zero."""
+        del grads  # the exact trainer forgets them (pitfalls may not)
         for accumulator in self.accumulators:
             accumulator.assign(tf.zeros_like(accumulator))
         self._reset_counters()
@@ -361,14 +398,14 @@ class AccumulationTrainer(tf.Module):
         Skipped for a dataset whose element spec was already checked: the eager
         forward pass costs as much as a few windows of a small model.
         """
-        if self.accumulators is not None and dataset.element_spec == self._checked_spec:
+        if self._built_state and dataset.element_spec == self._checked_spec:
             return
         first = next(iter(dataset.take(1)), None)
         if first is None:
             raise ValueError("`dataset` is empty: it yielded no micro-batches.")
         x, y, _ = _unpack(first)
         y_pred = self.model(x, training=False)
-        if self.accumulators is None:
+        if not self._built_state:
             if not self.model.trainable_variables:
                 raise ValueError("`model` has no trainable variables: nothing to train.")
             self._build_state()

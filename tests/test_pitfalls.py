@@ -113,6 +113,9 @@ def test_update_every_micro_step_applies_k_plus_one_times(regression_data):
     assert int(trainer.optimizer.iterations.numpy()) == 3 * (K + 1)
     result = compare("update_every_micro_step", same)
     assert result.effective_learning_rate_ratio == pytest.approx(K + 1, rel=0.01)
+    exact = gaviz.AccumulationTrainer(make_mlp(), sgd(), "mse", K)
+    exact.fit(dataset_of(same))
+    assert int(exact.optimizer.iterations.numpy()) == 3
 
 
 def test_zeroed_weights_wipes_the_model(equal_micro):
