@@ -19,6 +19,29 @@ def check_positive_int(name, value):
     return int(value)
 
 
+def check_strategy(strategy, model):
+    """Returns the strategy to use: ``strategy`` or the one in scope.
+
+    The model's variables must have been created under it, or the replicas
+    would not share them.
+    """
+    if strategy is None:
+        return tf.distribute.get_strategy()
+    if not isinstance(strategy, tf.distribute.Strategy):
+        raise TypeError(
+            f"`strategy` must be a tf.distribute.Strategy. Received: strategy={strategy!r}"
+        )
+    variables = getattr(model, "variables", None) or []
+    for variable in variables[:1]:
+        inner = getattr(variable, "value", variable)
+        if not strategy.extended.variable_created_in_scope(inner):
+            raise ValueError(
+                "`model` must be built under `strategy.scope()`: its variables were "
+                f"created outside the strategy {type(strategy).__name__}."
+            )
+    return strategy
+
+
 def check_model(model):
     if not isinstance(model, keras.Model):
         raise TypeError(

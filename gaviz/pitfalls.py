@@ -1,5 +1,8 @@
 """The pitfall gallery: the exact trainer with one classic mistake each.
 
+They are teaching tools for one device: under ``tf.distribute`` use the
+exact trainer.
+
 Every class here is :class:`gaviz.AccumulationTrainer` with one labelled
 change (search for ``# PITFALL:``), the same constructor and the same
 ``fit``. They exist to be watched going wrong: measure one against the exact
@@ -27,9 +30,12 @@ class MissingReset(AccumulationTrainer):
 
     _keep_accumulators = True  # the sums must survive from window to window
 
-    def _reset(self, grads):
+    def _reset(self, sums):
         # PITFALL: accumulators never reset: they keep the sum; only counters restart.
-        self._store(grads, 0.0, 0.0, 0.0, 0)
+        grads = sums[0]
+        self._reset_counters()
+        for accumulator, grad in zip(self.accumulators, grads):
+            accumulator.assign(grad)
 
 
 class MissingNormalization(AccumulationTrainer):
@@ -103,11 +109,13 @@ class ZeroedWeights(AccumulationTrainer):
 
     _keep_accumulators = True  # they are never zeroed, so they persist
 
-    def _reset(self, grads):
+    def _reset(self, sums):
         # PITFALL: zeroes the model's weights; the accumulators keep their sums.
         for variable in self.model.trainable_variables:
             variable.assign(tf.zeros(variable.shape, dtype=variable.dtype))
-        self._store(grads, 0.0, 0.0, 0.0, 0)
+        self._reset_counters()
+        for accumulator, grad in zip(self.accumulators, sums[0]):
+            accumulator.assign(grad)
 
 
 class MeanOfMeans(AccumulationTrainer):

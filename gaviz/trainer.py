@@ -54,6 +54,16 @@ class AccumulationTrainer(tf.Module):
             mask padding (the fix Hugging Face adopted for token-level losses).
         jit_compile: compile each micro-step's forward and backward pass with
             XLA.
+        strategy: a ``tf.distribute.Strategy`` (default: the one in scope).
+            Build the model and optimizer under ``strategy.scope()`` and batch
+            the dataset with the global micro-batch size (per-replica size
+            times ``strategy.num_replicas_in_sync``): each global micro-batch
+            is split across replicas, micro-steps accumulate locally on each
+            replica with no cross-replica traffic, and the window's sums are
+            all-reduced once per update, then normalized by the global count.
+            With a ``keras.optimizers.LossScaleOptimizer``, the window is
+            unscaled once; a window whose scaled gradients overflow is skipped
+            and the loss scale lowered (counted in ``skipped_windows``).
 
     Raises:
         TypeError, ValueError: an argument is not what is described above.
@@ -68,8 +78,10 @@ class AccumulationTrainer(tf.Module):
         tail: str = "flush",
         normalize: str = "samples",
         jit_compile: bool = False,
+        strategy: tf.distribute.Strategy | None = None,
     ):
         super().__init__(name="accumulation_trainer")
+        self.strategy = checks.check_strategy(strategy, model)
         checks.check_model(model)
         checks.check_optimizer(optimizer)
         checks.check_tail(tail)
@@ -87,19 +99,20 @@ class AccumulationTrainer(tf.Module):
         #: the current window; the trainer stays consistent and can go on.
         self.stop_training = False
 
-        self.micro_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="micro_step")
-        self.micro_steps_in_window = tf.Variable(
-            0, dtype=tf.int64, trainable=False, name="micro_steps_in_window"
-        )
-        self.window_sample_count = tf.Variable(
-            0.0, dtype=tf.float32, trainable=False, name="window_sample_count"
-        )
-        self.window_normalizer = tf.Variable(
-            0.0, dtype=tf.float32, trainable=False, name="window_normalizer"
-        )
-        self.window_loss_sum = tf.Variable(
-            0.0, dtype=tf.float32, trainable=False, name="window_loss_sum"
-        )
+        with self.strategy.scope():
+            # Global counters: the same on every replica.
+            self.micro_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="micro_step")
+            self.micro_steps_in_window = tf.Variable(
+                0, dtype=tf.int64, trainable=False, name="micro_steps_in_window"
+            )
+            self.skipped_windows = tf.Variable(
+                0, dtype=tf.int64, trainable=False, name="skipped_windows"
+            )
+            # A carried window's sums: each replica keeps its own share; reading
+            # them across replicas gives the total.
+            self.window_sample_count = _replica_local(0.0, "window_sample_count")
+            self.window_normalizer = _replica_local(0.0, "window_normalizer")
+            self.window_loss_sum = _replica_local(0.0, "window_loss_sum")
         self.accumulators = []
         self._built_state = False
         self._checked_spec = None
@@ -121,15 +134,17 @@ class AccumulationTrainer(tf.Module):
         """Creates optimizer slots and, for ``tail="carry"``, accumulators."""
         variables = self.model.trainable_variables
         if self._keep_accumulators or self.tail == "carry":
-            self.accumulators = [
-                tf.Variable(
-                    tf.zeros(v.shape, dtype=_accumulator_dtype(v)),
-                    trainable=False,
-                    name="accumulator_" + v.name.replace("/", "_").replace(":", "_"),
-                )
-                for v in variables
-            ]
-        self.optimizer.build(variables)
+            with self.strategy.scope():
+                self.accumulators = [
+                    _replica_local(
+                        tf.zeros(v.shape, dtype=_accumulator_dtype(v)),
+                        "accumulator_" + v.name.replace("/", "_").replace(":", "_"),
+                    )
+                    for v in variables
+                ]
+        with self.strategy.scope():
+            self.optimizer.build(variables)
+        self._loss_scaled = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
         # Static facts the window function reads at trace time.
         self._regularized = [
             v for v in variables if getattr(v, "regularizer", None) is not None
@@ -141,10 +156,18 @@ class AccumulationTrainer(tf.Module):
         """How many times the window function was traced (1 after any number of windows)."""
         return self._window_fn.experimental_get_tracing_count()
 
+    @property
+    def num_replicas(self) -> int:
+        """Replicas training in sync (1 without distribution)."""
+        return self.strategy.num_replicas_in_sync
+
     def effective_batch_size(self, micro_batch_size: int) -> int:
-        """Samples in a full window: ``micro_batch_size * accumulation_steps``."""
+        """Samples in a full window, given the per-replica micro-batch size.
+
+        ``micro_batch_size * accumulation_steps * num_replicas``.
+        """
         micro_batch_size = checks.check_positive_int("micro_batch_size", micro_batch_size)
-        return micro_batch_size * self.accumulation_steps
+        return micro_batch_size * self.accumulation_steps * self.num_replicas
 
     # ------------------------------------------------------------ graph code
 
@@ -175,7 +198,10 @@ class AccumulationTrainer(tf.Module):
                 loss_sum += batch * forward
             normalizer = weight_sum if self.normalize == "weights" else count
             objective, normalizer = self._micro_objective(loss_sum, normalizer)
-        return _gradients(tape, objective, variables), objective, count, normalizer
+            # A loss-scaling optimizer's scale (1 for others) keeps float16
+            # gradients from underflowing; the optimizer unscales once per window.
+            scaled = self.optimizer.scale_loss(objective)
+        return _gradients(tape, scaled, variables), objective, count, normalizer
 
     def _micro_objective(self, loss_sum, normalizer):
         """What a micro-batch contributes: ``(objective, normalizer increment)``.
@@ -197,6 +223,16 @@ class AccumulationTrainer(tf.Module):
         x, y, sample_weight = _unpack(element)
         return self._micro_gradients_fn(x, y, sample_weight)
 
+    def _replica_micro_step(self, element, grads, loss_sum, count, normalizer):
+        """Adds one micro-batch to this replica's running sums (no communication)."""
+        micro_grads, objective, micro_count, micro_normalizer = self._micro_step(element)
+        return (
+            window.add_gradients(grads, micro_grads),
+            loss_sum + objective,
+            count + micro_count,
+            normalizer + micro_normalizer,
+        )
+
     def _window_divisor(self, normalizer):
         """What the window's sums are divided by (exact: its normalizer)."""
         return normalizer
@@ -213,8 +249,8 @@ class AccumulationTrainer(tf.Module):
             )
         return penalty, _gradients(tape, penalty, variables)
 
-    def _load_window(self):
-        """The window's running sums at the start of a call (non-zero only when carried)."""
+    def _replica_load(self):
+        """This replica's share of the window's sums (non-zero only when carried)."""
         if self.accumulators:
             grads = [a.read_value() for a in self.accumulators]
         else:
@@ -227,34 +263,34 @@ class AccumulationTrainer(tf.Module):
             self.window_loss_sum.read_value(),
             self.window_sample_count.read_value(),
             self.window_normalizer.read_value(),
-            self.micro_steps_in_window.read_value(),
         )
 
     def _window(self, iterator):
         """Consumes one window from ``iterator`` and applies it if it is due.
 
-        The sums are loop tensors, not variables: one read before the loop
-        and one write after it, instead of a variable update per micro-batch.
+        Each replica's sums are loop tensors, not variables: one read before
+        the loop and one write after it. They cross replicas once, after the
+        loop (``strategy.reduce``): the update's only all-reduce.
         Returns a dict of scalars describing the window.
         """
         k = tf.constant(self.accumulation_steps, tf.int64)
-        grads, loss_sum, count, normalizer, steps = self._load_window()
+        sums = self.strategy.run(self._replica_load)
+        steps = self.micro_steps_in_window.read_value()
         consumed = tf.constant(0, tf.int64)
         exhausted = tf.constant(False)
         while steps < k and not exhausted:
             element = iterator.get_next_as_optional()
             exhausted = not element.has_value()
             if not exhausted:
-                micro_grads, objective, micro_count, micro_normalizer = self._micro_step(
-                    element.get_value()
+                sums = self.strategy.run(
+                    self._replica_micro_step, args=(element.get_value(), *sums)
                 )
-                grads = window.add_gradients(grads, micro_grads)
-                loss_sum += objective
-                count += micro_count
-                normalizer += micro_normalizer
                 steps += 1
                 consumed += 1
 
+        grads, loss_sum, count, normalizer = self.strategy.reduce(
+            tf.distribute.ReduceOp.SUM, sums, axis=None
+        )
         full = steps >= k
         if self.tail == "carry":
             done = full
@@ -266,17 +302,26 @@ class AccumulationTrainer(tf.Module):
         divisor = self._window_divisor(normalizer)
         loss = tf.math.divide_no_nan(loss_sum, divisor) + penalty
         final = window.finish_gradients(grads, divisor, reg_grads)
-        finite = window.all_finite(loss, final)
+        if self._loss_scaled:
+            # Scaled gradients may overflow: the optimizer skips such a window
+            # and lowers its scale. Only a non-finite loss is an error.
+            finite = tf.reduce_all(tf.math.is_finite(loss))
+        else:
+            finite = window.all_finite(loss, final)
         applied = due and finite
+        iterations = tf.identity(self.optimizer.iterations.value)
         if applied:
             self._apply(final)
+        skipped = applied and self.optimizer.iterations.value == iterations
+        if skipped:
+            self.skipped_windows.assign_add(1)
         if done:
-            self._reset(grads)
+            self._reset(sums)
         else:
-            self._store(grads, loss_sum, count, normalizer, steps)
+            self._store(sums, steps)
         self.micro_step.assign_add(consumed)
         return {
-            "applied": applied,
+            "applied": applied and not skipped,
             "due": due,
             "finite": finite,
             "exhausted": exhausted,
@@ -292,18 +337,24 @@ class AccumulationTrainer(tf.Module):
             [(tf.cast(g, v.dtype), v) for g, v in zip(grads, variables)]
         )
 
-    def _store(self, grads, loss_sum, count, normalizer, steps):
-        """Keeps an unfinished window for the next call (``tail="carry"``)."""
+    def _store(self, sums, steps):
+        """Keeps an unfinished window for the next call (``tail="carry"``).
+
+        ``sums`` are per-replica ``(grads, loss_sum, count, normalizer)``.
+        """
+        self.strategy.run(self._replica_store, args=sums)
+        self.micro_steps_in_window.assign(steps)
+
+    def _replica_store(self, grads, loss_sum, count, normalizer):
         for accumulator, grad in zip(self.accumulators, grads):
             accumulator.assign(grad)
         self.window_loss_sum.assign(loss_sum)
         self.window_sample_count.assign(count)
         self.window_normalizer.assign(normalizer)
-        self.micro_steps_in_window.assign(steps)
 
-    def _reset(self, grads):
+    def _reset(self, sums):
         """Ends a window: the next one starts from zero."""
-        del grads  # the exact trainer forgets them (pitfalls may not)
+        del sums  # the exact trainer forgets them (pitfalls may not)
         for accumulator in self.accumulators:
             accumulator.assign(tf.zeros_like(accumulator))
         self._reset_counters()
@@ -351,8 +402,11 @@ class AccumulationTrainer(tf.Module):
         samples_seen = 0
         start = time.perf_counter()
         self.stop_training = False
+        source = dataset
+        if self.num_replicas > 1 or _is_multi_worker(self.strategy):
+            source = self.strategy.experimental_distribute_dataset(dataset)
         for epoch in range(1, epochs + 1):
-            iterator = iter(dataset)
+            iterator = iter(source)
             consumed = 0
             while not self.stop_training:
                 result = {key: value.numpy() for key, value in self._window_fn(iterator).items()}
@@ -419,6 +473,21 @@ class AccumulationTrainer(tf.Module):
             ) from error
         checks.check_targets(y, y_pred, losses)
         self._checked_spec = dataset.element_spec
+
+
+def _replica_local(initial_value, name):
+    """A variable each replica updates on its own; read across replicas, the sum."""
+    return tf.Variable(
+        initial_value,
+        trainable=False,
+        name=name,
+        synchronization=tf.VariableSynchronization.ON_READ,
+        aggregation=tf.VariableAggregation.SUM,
+    )
+
+
+def _is_multi_worker(strategy):
+    return getattr(strategy.extended, "_num_workers", 1) > 1
 
 
 def _gradients(tape, target, variables):
