@@ -233,6 +233,13 @@ class AccumulationTrainer(tf.Module):
             normalizer + micro_normalizer,
         )
 
+    def _replica_all_reduce(self, grads, loss_sum, count, normalizer):
+        """The update's one all-reduce: every sum of the window, in one batch."""
+        # identity places loop outputs on this replica's device (all_reduce
+        # needs to know where each value lives).
+        local = tf.nest.map_structure(tf.identity, (grads, loss_sum, count, normalizer))
+        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, local)
+
     def _window_divisor(self, normalizer):
         """What the window's sums are divided by (exact: its normalizer)."""
         return normalizer
@@ -270,7 +277,7 @@ class AccumulationTrainer(tf.Module):
 
         Each replica's sums are loop tensors, not variables: one read before
         the loop and one write after it. They cross replicas once, after the
-        loop (``strategy.reduce``): the update's only all-reduce.
+        loop, in one batched all-reduce: the update's only cross-replica traffic.
         Returns a dict of scalars describing the window.
         """
         k = tf.constant(self.accumulation_steps, tf.int64)
@@ -288,9 +295,9 @@ class AccumulationTrainer(tf.Module):
                 steps += 1
                 consumed += 1
 
-        grads, loss_sum, count, normalizer = self.strategy.reduce(
-            tf.distribute.ReduceOp.SUM, sums, axis=None
-        )
+        reduced = self.strategy.run(self._replica_all_reduce, args=sums)
+        # Every replica now holds the same totals: take the first copy.
+        grads, loss_sum, count, normalizer = self.strategy.experimental_local_results(reduced)[0]
         full = steps >= k
         if self.tail == "carry":
             done = full
@@ -355,11 +362,19 @@ class AccumulationTrainer(tf.Module):
     def _reset(self, sums):
         """Ends a window: the next one starts from zero."""
         del sums  # the exact trainer forgets them (pitfalls may not)
+        # In replica context: each replica zeroes its own share, no traffic.
+        self.strategy.run(self._replica_reset)
+        self.micro_steps_in_window.assign(0)
+
+    def _replica_reset(self):
         for accumulator in self.accumulators:
             accumulator.assign(tf.zeros_like(accumulator))
-        self._reset_counters()
+        self.window_loss_sum.assign(0.0)
+        self.window_sample_count.assign(0.0)
+        self.window_normalizer.assign(0.0)
 
     def _reset_counters(self):
+        """Zeroes the window counters, accumulators untouched (single device)."""
         self.window_loss_sum.assign(0.0)
         self.window_sample_count.assign(0.0)
         self.window_normalizer.assign(0.0)

@@ -1,0 +1,110 @@
+"""Runs in its own process: two logical CPU devices must be set up before
+TensorFlow starts, which the pytest process has already done.
+
+Prints one JSON object with what tests/test_distributed.py checks.
+"""
+
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import gaviz  # noqa: E402
+from reference import group_windows, micro_batches, train_big_batches  # noqa: E402
+
+K = 3
+
+
+def make_model():
+    keras.utils.set_random_seed(1)
+    return keras.Sequential(
+        [keras.Input((5,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)]
+    )
+
+
+def data(samples):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(samples, 5)).astype("float32")
+    return x, (np.sin(x[:, :1]) + 0.1 * rng.normal(size=(samples, 1))).astype("float32")
+
+
+def reference_weights(x, y, sizes, tail, epochs):
+    model = make_model()
+    windows = group_windows(micro_batches(x, y, sizes), K, tail, epochs)
+    losses = train_big_batches(model, keras.optimizers.Adam(0.01), keras.losses.mean_squared_error, windows)
+    return model.get_weights(), losses
+
+
+def record_reductions(strategy):
+    """Notes the graph every cross-replica reduction is built in."""
+    calls = []
+    extended = strategy.extended
+    for name in ("_reduce_to", "_batch_reduce_to"):
+        original = getattr(extended, name)
+
+        def wrapper(*args, _original=original, _name=name, **kwargs):
+            calls.append((_name, getattr(tf.compat.v1.get_default_graph(), "name", "eager")))
+            return _original(*args, **kwargs)
+
+        setattr(extended, name, wrapper)
+    return calls
+
+
+def main():
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    calls = record_reductions(strategy)
+    results = {"replicas": strategy.num_replicas_in_sync, "cases": []}
+    # 101 samples in global micro-batches of 8: the last one (5 samples) splits 3/2.
+    for samples, tail in [(101, "flush"), (101, "carry"), (100, "drop")]:
+        x, y = data(samples)
+        sizes = [8] * (samples // 8) + ([samples % 8] if samples % 8 else [])
+        with strategy.scope():
+            model = make_model()
+            trainer = gaviz.AccumulationTrainer(
+                model, keras.optimizers.Adam(0.01), "mse", K, tail=tail
+            )
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+        history = trainer.fit(ds, epochs=2)
+        expected, ref_losses = reference_weights(x, y, sizes, tail, 2)
+        results["cases"].append({
+            "samples": samples,
+            "tail": tail,
+            "max_weight_difference": max(
+                float(np.max(np.abs(a - b))) for a, b in zip(model.get_weights(), expected)
+            ),
+            "max_loss_difference": float(np.max(np.abs(np.array(history.loss) - ref_losses))),
+            "updates": len(history),
+            "reference_updates": len(ref_losses),
+            "iterations": int(trainer.optimizer.iterations.numpy()),
+            "effective_batch_sizes": history.effective_batch_size,
+            "effective_batch_size_per_replica_4": trainer.effective_batch_size(4),
+            "tracing_count": trainer.tracing_count,
+        })
+    results["reductions"] = calls
+    # Keras's own accumulation under the same strategy, for the record.
+    try:
+        with strategy.scope():
+            model = make_model()
+            model.compile(keras.optimizers.SGD(0.1, gradient_accumulation_steps=K), "mse")
+        x, y = data(48)
+        model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+        results["keras_builtin"] = "ran"
+    except Exception as error:  # noqa: BLE001 - we report what Keras does
+        text = str(error)
+        merge = [line.strip() for line in text.splitlines() if "merge_call" in line]
+        results["keras_builtin"] = f"{type(error).__name__}: " + (merge[0] if merge else text[:200])
+    print("RESULT " + json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""One worker of a two-process MultiWorkerMirroredStrategy run on 127.0.0.1.
+
+Usage: multi_worker_run.py PORT0 PORT1 INDEX OUT.json. Both workers train
+the same global data; each writes its final weights, losses and the
+collective ops it finds in the traced window function.
+"""
+
+import json
+import os
+import sys
+
+port0, port1, index, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+os.environ["TF_CONFIG"] = json.dumps({
+    "cluster": {"worker": [f"127.0.0.1:{port0}", f"127.0.0.1:{port1}"]},
+    "task": {"type": "worker", "index": index},
+})
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import gaviz  # noqa: E402
+
+K, MICRO, SAMPLES = 3, 8, 100
+
+
+def make_model():
+    keras.utils.set_random_seed(1)
+    return keras.Sequential(
+        [keras.Input((5,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)]
+    )
+
+
+def collective_ops(trainer, iterator):
+    """Collective ops in the traced window function: (outside, inside) its loop body.
+
+    Each is listed as "op:dtype", so gradient reductions (float) can be told
+    from the iterator's own end-of-data agreement between workers.
+    """
+    graph_def = trainer._window_fn.get_concrete_function(iterator).graph.as_graph_def()
+
+    def listed(nodes):
+        return [f"{n.op}:{tf.dtypes.as_dtype(n.attr['T'].type).name}" for n in nodes
+                if n.op.startswith("Collective")]
+
+    outside, in_loop = listed(graph_def.node), []
+    for function in graph_def.library.function:
+        found = listed(function.node_def)
+        (in_loop if "while_body" in function.signature.name else outside).extend(found)
+    return outside, in_loop
+
+
+def main():
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(SAMPLES, 5)).astype("float32")
+    y = (np.sin(x[:, :1]) + 0.1 * rng.normal(size=(SAMPLES, 1))).astype("float32")
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(MICRO)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    ds = ds.with_options(options)
+    with strategy.scope():
+        model = make_model()
+        trainer = gaviz.AccumulationTrainer(model, keras.optimizers.Adam(0.01), "mse", K)
+    history = trainer.fit(ds, epochs=2)
+    outside, in_loop = collective_ops(trainer, iter(strategy.experimental_distribute_dataset(ds)))
+    with open(out, "w") as handle:
+        json.dump({
+            "weights": [w.tolist() for w in model.get_weights()],
+            "loss": history.loss,
+            "effective_batch_sizes": history.effective_batch_size,
+            "replicas": trainer.num_replicas,
+            "collectives_outside_loop": outside,
+            "collectives_in_loop": in_loop,
+        }, handle)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Exact accumulation under tf.distribute, with one all-reduce per update.
+
+MirroredStrategy runs on two logical CPU devices, and MultiWorkerMirrored
+on two worker processes on 127.0.0.1; both in subprocesses, because logical
+devices and TF_CONFIG must be set before TensorFlow starts.
+"""
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from reference import group_windows, micro_batches, train_big_batches
+
+HERE = pathlib.Path(__file__).resolve().parent
+TIMEOUT = 300  # seconds; every subprocess is killed past it
+
+
+def run_python(*args):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.Popen(
+        [sys.executable, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env,
+    )
+
+
+def finish(process):
+    try:
+        out, err = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+        pytest.fail(f"subprocess timed out:\n{err[-3000:]}")
+    assert process.returncode == 0, err[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def mirrored():
+    out = finish(run_python(HERE / "distributed" / "mirrored_run.py"))
+    line = next(l for l in out.splitlines() if l.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def test_mirrored_matches_single_device_big_batches(mirrored):
+    assert mirrored["replicas"] == 2
+    for case in mirrored["cases"]:
+        assert case["updates"] == case["reference_updates"] == case["iterations"], case
+        assert case["max_weight_difference"] < 2e-5, case
+        assert case["max_loss_difference"] < 1e-5, case
+        assert case["tracing_count"] == 1
+        # Per-replica micro-batch 4 x 3 steps x 2 replicas.
+        assert case["effective_batch_size_per_replica_4"] == 24
+    flush = next(c for c in mirrored["cases"] if c["tail"] == "flush")
+    # 101 samples: the last global micro-batch (5) splits unevenly, 3 and 2.
+    assert flush["effective_batch_sizes"][:5] == [24, 24, 24, 24, 5]
+    carry = next(c for c in mirrored["cases"] if c["tail"] == "carry")
+    assert 21 in carry["effective_batch_sizes"]  # a window that spans two epochs
+
+
+def test_mirrored_reduces_once_per_window_outside_the_loop(mirrored):
+    graphs = [graph for _, graph in mirrored["reductions"] if graph != "eager"]
+    # One trace per trainer (three cases), one reduction in each, at the
+    # window function's top level: none in the micro-step loop or a branch.
+    assert graphs == ["_window"] * 3, mirrored["reductions"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_multi_worker_matches_single_device_big_batches(tmp_path):
+    ports = [free_port(), free_port()]
+    outs = [tmp_path / f"worker{i}.json" for i in range(2)]
+    workers = [
+        run_python(HERE / "distributed" / "multi_worker_run.py", *ports, i, outs[i])
+        for i in range(2)
+    ]
+    for worker in workers:
+        finish(worker)
+    results = [json.loads(out.read_text()) for out in outs]
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(100, 5)).astype("float32")
+    y = (np.sin(x[:, :1]) + 0.1 * rng.normal(size=(100, 1))).astype("float32")
+    keras.utils.set_random_seed(1)
+    reference = keras.Sequential(
+        [keras.Input((5,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)]
+    )
+    windows = group_windows(micro_batches(x, y, [8] * 12 + [4]), 3, "flush", 2)
+    ref_losses = train_big_batches(
+        reference, keras.optimizers.Adam(0.01), keras.losses.mean_squared_error, windows
+    )
+    for result in results:
+        assert result["replicas"] == 2
+        assert result["effective_batch_sizes"] == [24, 24, 24, 24, 4] * 2
+        np.testing.assert_allclose(result["loss"], ref_losses, rtol=1e-5)
+        for w, r in zip(result["weights"], reference.get_weights()):
+            np.testing.assert_allclose(np.array(w), r, atol=2e-5)
+        # One float all-reduce (every gradient and sum, packed) per window; the
+        # loop body holds only the iterator's integer end-of-data agreement.
+        assert result["collectives_outside_loop"] == ["CollectiveReduceV2:float32"]
+        assert not [op for op in result["collectives_in_loop"] if "float" in op]
