@@ -7,6 +7,7 @@ Public API:
     PITFALLS, pitfalls: the gallery of deliberately broken trainers.
     compare_with_exact, Comparison: how far a trainer lands from the exact one.
     batch_dependence: accumulation against the big batch with a normalization layer.
+    measure_peak_memory, MemoryReport: peak memory of a run, on GPU or CPU.
     plot_histories: effective-batch loss curves from histories.
     demo: the built-in synthetic data set and model.
 """
@@ -16,6 +17,7 @@ from gaviz.batchnorm import batch_dependence
 from gaviz.compare import Run, compare_steps
 from gaviz.history import History, Update
 from gaviz.measure import Comparison, compare_with_exact
+from gaviz.memory import MemoryReport, measure_peak_memory
 from gaviz.pitfalls import PITFALLS
 from gaviz.plotting import plot_histories
 from gaviz.trainer import AccumulationTrainer
@@ -25,6 +27,8 @@ __all__ = [
     "AccumulationTrainer",
     "Comparison",
     "compare_with_exact",
+    "MemoryReport",
+    "measure_peak_memory",
     "pitfalls",
     "History",
     "Run",

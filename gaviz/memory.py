@@ -1,0 +1,79 @@
+"""Peak memory of a piece of work, on whatever device TensorFlow uses.
+
+On a GPU: TensorFlow's allocator statistics (``get_memory_info``'s peak,
+reset first). On the CPU: the process's resident memory, sampled from a
+background thread while the work runs, minus what it was before. The same
+call works on both, like the trainer, which places nothing explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+import time
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """What :func:`measure_peak_memory` saw.
+
+    Attributes:
+        device: ``"GPU:0"`` or ``"CPU"``.
+        baseline_bytes: in use when the work started.
+        peak_bytes: the most in use while it ran.
+    """
+
+    device: str
+    baseline_bytes: int
+    peak_bytes: int
+
+    @property
+    def growth_bytes(self) -> int:
+        """Peak above the baseline: what the work itself needed."""
+        return max(0, self.peak_bytes - self.baseline_bytes)
+
+    def __str__(self) -> str:
+        return f"{self.device}: peak {self.growth_bytes / 2**20:.1f} MiB above baseline"
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:  # not Linux: the lifetime high-water mark is the best we have
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def measure_peak_memory(work, *args, interval: float = 0.002, **kwargs):
+    """Runs ``work(*args, **kwargs)``; returns ``(its result, MemoryReport)``."""
+    gpus = tf.config.list_logical_devices("GPU")
+    if gpus:
+        device = "GPU:0"
+        tf.config.experimental.reset_memory_stats(device)
+        baseline = tf.config.experimental.get_memory_info(device)["current"]
+        result = work(*args, **kwargs)
+        peak = tf.config.experimental.get_memory_info(device)["peak"]
+        return result, MemoryReport(device, baseline, peak)
+
+    baseline = _rss_bytes()
+    peak = [baseline]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], _rss_bytes())
+            time.sleep(interval)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        result = work(*args, **kwargs)
+    finally:
+        done.set()
+        sampler.join()
+    peak[0] = max(peak[0], _rss_bytes())
+    return result, MemoryReport("CPU", baseline, peak[0])

@@ -1,0 +1,86 @@
+"""Mixed precision, loss scaling, and the peak-memory helper."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gaviz
+from conftest import make_mlp
+from reference import dataset_of, group_windows, micro_batches, train_big_batches
+
+
+@pytest.fixture
+def policy():
+    """Sets a global mixed-precision policy for one test, then restores float32."""
+    def set_policy(name):
+        keras.mixed_precision.set_global_policy(name)
+
+    yield set_policy
+    keras.mixed_precision.set_global_policy("float32")
+
+
+@pytest.fixture
+def micro(regression_data):
+    x, y = regression_data
+    return micro_batches(x, y, [8] * 12 + [4])
+
+
+def float32_reference(micro, tail, epochs=2):
+    model = make_mlp()
+    losses = train_big_batches(
+        model, keras.optimizers.SGD(0.1), keras.losses.mean_squared_error,
+        group_windows(micro, 4, tail, epochs),
+    )
+    return model, losses
+
+
+@pytest.mark.parametrize("name", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_accumulates_in_float32(policy, micro, name):
+    policy(name)
+    model = make_mlp()
+    assert model.layers[0].compute_dtype != "float32"
+    optimizer = keras.optimizers.SGD(0.1)
+    if name == "mixed_float16":
+        # A scale that does not overflow here, so no window is skipped.
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer, initial_scale=2.0**8)
+    trainer = gaviz.AccumulationTrainer(model, optimizer, "mse", 4, tail="carry")
+    assert {a.dtype for a in trainer.accumulators} == {tf.float32}
+    history = trainer.fit(dataset_of(micro), epochs=2)
+    policy("float32")
+    reference, ref_losses = float32_reference(micro, "carry")
+    assert int(trainer.skipped_windows.numpy()) == 0
+    assert len(history) == len(ref_losses) == 6
+    # Half-precision forward passes: close to float32 training, not equal.
+    np.testing.assert_allclose(history.loss, ref_losses, rtol=0.05)
+    for w, r in zip(model.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(w, r, atol=0.03)
+
+
+def test_overflowing_windows_are_skipped_and_the_scale_lowered(policy, micro):
+    policy("mixed_float16")
+    model = make_mlp()
+    optimizer = keras.optimizers.LossScaleOptimizer(
+        keras.optimizers.SGD(0.1), initial_scale=2.0**30
+    )
+    trainer = gaviz.AccumulationTrainer(model, optimizer, "mse", 4)
+    history = trainer.fit(dataset_of(micro), epochs=6)
+    skipped = int(trainer.skipped_windows.numpy())
+    windows = 6 * 4
+    assert 0 < skipped < windows
+    assert float(optimizer.dynamic_scale.numpy()) == 2.0**30 / 2**skipped
+    assert len(history) == int(optimizer.iterations.numpy()) == windows - skipped
+    assert all(np.all(np.isfinite(w)) for w in model.get_weights())
+    assert history.loss[-1] < history.loss[0]
+
+
+def test_peak_memory_sees_an_allocation():
+    def allocate(megabytes):
+        block = np.ones(megabytes * 2**20 // 8)
+        return float(block.sum())
+
+    total, report = gaviz.measure_peak_memory(allocate, 200)
+    assert total == 200 * 2**20 // 8
+    assert report.device == "CPU"
+    assert 150 * 2**20 < report.growth_bytes < 600 * 2**20
+    assert "MiB" in str(report)
