@@ -27,14 +27,15 @@ class AccumulationTrainer(tf.Module):
 
     A window is consumed inside one ``tf.function`` call: the graph pulls up to
     ``accumulation_steps`` micro-batches from the dataset iterator, adds their
-    summed gradients to float32 accumulators, and applies the update. The
+    summed gradients into float32 running sums, and applies the update. The
     Python loop in ``fit`` only runs once per update.
 
     Counters (``tf.Variable``s, so they live in the graph and in checkpoints):
     ``optimizer.iterations`` counts updates applied (learning-rate schedules
     read it); ``micro_step`` counts micro-batches consumed;
-    ``micro_steps_in_window`` and ``window_sample_count`` describe the window
-    being filled.
+    ``skipped_windows`` counts windows a loss-scaling optimizer skipped;
+    ``micro_steps_in_window``, ``window_sample_count`` and ``accumulators``
+    hold a window carried into the next epoch (``tail="carry"``).
 
     Args:
         model: a ``keras.Model``. Built on the first micro-batch if it is not.
@@ -81,8 +82,8 @@ class AccumulationTrainer(tf.Module):
         strategy: tf.distribute.Strategy | None = None,
     ):
         super().__init__(name="accumulation_trainer")
-        self.strategy = checks.check_strategy(strategy, model)
         checks.check_model(model)
+        self.strategy = checks.check_strategy(strategy, model)
         checks.check_optimizer(optimizer)
         checks.check_tail(tail)
         checks.check_normalize(normalize)

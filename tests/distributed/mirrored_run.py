@@ -91,18 +91,6 @@ def main():
             "tracing_count": trainer.tracing_count,
         })
     results["reductions"] = calls
-    # Keras's own accumulation under the same strategy, for the record.
-    try:
-        with strategy.scope():
-            model = make_model()
-            model.compile(keras.optimizers.SGD(0.1, gradient_accumulation_steps=K), "mse")
-        x, y = data(48)
-        model.fit(x, y, batch_size=8, epochs=1, verbose=0)
-        results["keras_builtin"] = "ran"
-    except Exception as error:  # noqa: BLE001 - we report what Keras does
-        text = str(error)
-        merge = [line.strip() for line in text.splitlines() if "merge_call" in line]
-        results["keras_builtin"] = f"{type(error).__name__}: " + (merge[0] if merge else text[:200])
     print("RESULT " + json.dumps(results))
 
 
