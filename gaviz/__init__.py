@@ -8,6 +8,7 @@ Public API:
     compare_with_exact, Comparison: how far a trainer lands from the exact one.
     batch_dependence: accumulation against the big batch with a normalization layer.
     measure_peak_memory, MemoryReport: peak memory of a run, on GPU or CPU.
+    dashboard, Dashboard, LivePlot: live widgets for notebooks.
     plot_histories: effective-batch loss curves from histories.
     demo: the built-in synthetic data set and model.
 """
@@ -21,6 +22,7 @@ from gaviz.memory import MemoryReport, measure_peak_memory
 from gaviz.pitfalls import PITFALLS
 from gaviz.plotting import plot_histories
 from gaviz.trainer import AccumulationTrainer
+from gaviz.widgets import Dashboard, LivePlot, dashboard
 
 __all__ = [
     "PITFALLS",
@@ -35,6 +37,9 @@ __all__ = [
     "batch_dependence",
     "Update",
     "compare_steps",
+    "dashboard",
+    "Dashboard",
+    "LivePlot",
     "demo",
     "plot_histories",
 ]

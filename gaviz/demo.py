@@ -47,6 +47,14 @@ def make_dataset(x, y, micro_batch_size: int) -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices((x, y)).batch(micro_batch_size).prefetch(2)
 
 
+#: Named demo problems for the dashboard: samples and hidden width.
+PRESETS = {
+    "regression": {"samples": 4096, "hidden": 64},
+    "small": {"samples": 1024, "hidden": 32},
+    "wide": {"samples": 4096, "hidden": 256},
+}
+
+
 OPTIMIZERS = {
     "sgd": lambda lr: keras.optimizers.SGD(lr),
     "momentum": lambda lr: keras.optimizers.SGD(lr, momentum=0.9),

@@ -16,6 +16,16 @@ def curve(history, x_axis: str = "samples"):
     return X_AXES[x_axis][1](history), history.loss
 
 
+def style_axes(ax, x_axis: str, title=None, log=True):
+    """Labels, grid and scale shared by every loss-curve plot in gaviz."""
+    ax.set_xlabel(X_AXES[x_axis][0])
+    ax.set_ylabel("effective-batch loss")
+    ax.set_yscale("log" if log else "linear")
+    ax.grid(True, alpha=0.3)
+    if title:
+        ax.set_title(title)
+
+
 def plot_histories(histories, labels=None, ax=None, x_axis: str = "samples", title=None):
     """Plots one effective-batch loss curve per history on ``ax`` (made if None).
 
@@ -37,12 +47,47 @@ def plot_histories(histories, labels=None, ax=None, x_axis: str = "samples", tit
     for history, label in zip(histories, labels):
         xs, ys = curve(history, x_axis)
         ax.plot(xs, ys, label=label, linewidth=1.4)
-    ax.set_xlabel(X_AXES[x_axis][0])
-    ax.set_ylabel("effective-batch loss")
-    if all(y > 0 for h in histories for y in h.loss):
-        ax.set_yscale("log")
-    ax.grid(True, alpha=0.3)
-    if title:
-        ax.set_title(title)
+    style_axes(ax, x_axis, title, log=all(y > 0 for h in histories for y in h.loss))
     ax.legend(fontsize="small")
     return ax
+
+
+class CurveFigure:
+    """A figure of loss curves updated in place, one line per run, no display needed.
+
+    Lines are created once and updated with ``set_data`` (never redrawn from
+    scratch); ``png()`` renders the current state. It uses matplotlib's
+    object API, not pyplot, so it is safe to drive from a training thread.
+    """
+
+    def __init__(self, x_axis: str = "samples", title=None, size=(7.5, 4.2)):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        if x_axis not in X_AXES:
+            raise ValueError(f"`x_axis` must be one of {sorted(X_AXES)}. Received: x_axis={x_axis!r}")
+        self.x_axis = x_axis
+        self.figure = Figure(figsize=size, dpi=90)
+        FigureCanvasAgg(self.figure)
+        self.ax = self.figure.add_subplot()
+        style_axes(self.ax, x_axis, title)
+        self.lines = {}
+
+    def update(self, label: str, history) -> None:
+        """Shows ``history`` as the line ``label`` (created on first use)."""
+        xs, ys = curve(history, self.x_axis)
+        if label not in self.lines:
+            (self.lines[label],) = self.ax.plot([], [], label=label, linewidth=1.4)
+            self.ax.legend(fontsize="small", loc="upper right")
+        self.lines[label].set_data(xs, ys)
+        if ys and min(ys) <= 0:
+            self.ax.set_yscale("linear")
+        self.ax.relim()
+        self.ax.autoscale_view()
+
+    def png(self) -> bytes:
+        import io
+
+        buffer = io.BytesIO()
+        self.figure.savefig(buffer, format="png")
+        return buffer.getvalue()

@@ -1,0 +1,371 @@
+"""Live widgets: a dashboard to compare accumulation step counts, and a
+live-plot callback for your own ``AccumulationTrainer.fit``.
+
+Training runs in a background thread, so the kernel keeps answering widget
+messages (a Stop button in a busy kernel does nothing). The thread only sets
+widget traits; the figure is a matplotlib ``Figure`` (no pyplot state)
+rendered to PNG into an ``ipywidgets.Image``, so it works in JupyterLab 4
+with no extension to build, and in tests with no display at all.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+from dataclasses import dataclass, field
+
+import ipywidgets as widgets
+import numpy as np
+
+from gaviz import demo
+from gaviz.compare import HOLDS, batch_sizes
+from gaviz.history import History
+from gaviz.pitfalls import PITFALLS
+from gaviz.plotting import X_AXES, CurveFigure
+from gaviz.trainer import AccumulationTrainer
+
+EXACT = "exact"
+
+
+class LivePlot:
+    """A callback for ``AccumulationTrainer.fit`` that draws the loss curve live.
+
+    ``trainer.fit(ds, on_update=LivePlot())`` in a notebook cell shows the
+    effective-batch loss of each update as it arrives. Redraws are throttled
+    to one per ``min_interval`` seconds; call ``redraw()`` for a last one.
+    Several runs can share one ``figure`` with different labels.
+    """
+
+    def __init__(self, label: str = "run", x_axis: str = "samples", figure=None,
+                 image=None, min_interval: float = 0.25):
+        self.label = label
+        self.figure = figure or CurveFigure(x_axis)
+        self.image = image or widgets.Image(format="png", layout=widgets.Layout(width="640px"))
+        self.history = History()
+        self.min_interval = min_interval
+        self._last_draw = 0.0
+
+    def __call__(self, update) -> None:
+        self.history.append(update)
+        if time.perf_counter() - self._last_draw >= self.min_interval:
+            self.redraw()
+
+    def redraw(self) -> None:
+        self.figure.update(self.label, self.history)
+        self.image.value = self.figure.png()
+        self._last_draw = time.perf_counter()
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.image._repr_mimebundle_(**kwargs)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One configuration the dashboard will train."""
+
+    accumulation_steps: int
+    micro_batch_size: int
+    effective_batch_size: int
+    updates_per_epoch: int
+
+    @property
+    def label(self) -> str:
+        return (f"k={self.accumulation_steps}, micro {self.micro_batch_size}, "
+                f"effective {self.effective_batch_size}")
+
+
+@dataclass
+class RunResult:
+    """What one configuration produced."""
+
+    plan: RunPlan
+    history: History = field(default_factory=History)
+    seconds: float = 0.0
+    distance_from_exact: float | None = None
+    error: str | None = None
+    trainer: AccumulationTrainer | None = None
+
+    @property
+    def samples_per_second(self) -> float:
+        if not self.history or not self.seconds:
+            return 0.0
+        return self.history.samples_seen[-1] / self.seconds
+
+
+class Dashboard:
+    """Choose accumulation steps and watch effective-batch loss curves.
+
+    Build it with :func:`dashboard`; display it by leaving it last in a cell.
+    ``run()``/``stop()``/``wait()`` do what the buttons do, for scripts and
+    tests; ``results`` holds one :class:`RunResult` per configuration.
+    """
+
+    def __init__(self, steps=(1, 2, 4, 8), micro_batch_size=32, effective_batch_size=256,
+                 hold="effective", learning_rate=0.01, optimizer="adam", epochs=3,
+                 preset="regression", tail="flush", trainer=EXACT, x_axis="samples",
+                 seed=0, min_redraw_interval=0.25):
+        style = {"description_width": "150px"}
+        wide = widgets.Layout(width="360px")
+        self.steps = widgets.SelectMultiple(
+            options=[1, 2, 4, 8, 16, 32], value=tuple(steps), rows=6,
+            description="accumulation steps", style=style, layout=wide)
+        self.hold = widgets.ToggleButtons(
+            options=[("hold effective batch", "effective"), ("hold micro-batch", "micro")],
+            value=hold, style={"button_width": "150px"})
+        self.micro_batch_size = widgets.BoundedIntText(
+            value=micro_batch_size, min=1, max=1 << 20, description="micro-batch",
+            style=style, layout=wide)
+        self.effective_batch_size = widgets.BoundedIntText(
+            value=effective_batch_size, min=1, max=1 << 20, description="effective batch",
+            style=style, layout=wide)
+        self.learning_rate = widgets.FloatLogSlider(
+            value=learning_rate, base=10, min=-4, max=0.5, step=0.1, readout_format=".4f",
+            description="learning rate", style=style, layout=wide)
+        self.optimizer = widgets.Dropdown(
+            options=sorted(demo.OPTIMIZERS), value=optimizer, description="optimizer",
+            style=style, layout=wide)
+        self.epochs = widgets.IntSlider(value=epochs, min=1, max=30, description="epochs",
+                                        style=style, layout=wide)
+        self.preset = widgets.Dropdown(options=list(demo.PRESETS), value=preset,
+                                       description="demo problem", style=style, layout=wide)
+        self.tail = widgets.Dropdown(options=["flush", "drop", "carry"], value=tail,
+                                     description="tail", style=style, layout=wide)
+        self.trainer = widgets.Dropdown(options=[EXACT, *PITFALLS], value=trainer,
+                                        description="trainer", style=style, layout=wide)
+        self.x_axis = widgets.ToggleButtons(options=list(X_AXES), value=x_axis,
+                                            style={"button_width": "90px"})
+        self.run_button = widgets.Button(description="Run", button_style="success", icon="play")
+        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
+                                          disabled=True)
+        self.plan = widgets.HTML()
+        self.status = widgets.HTML("ready")
+        self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress")
+        self.summary = widgets.HTML()
+        self.image = widgets.Image(format="png", layout=widgets.Layout(width="680px"))
+        for box, name in [(self.steps, "gaviz-steps"), (self.run_button, "gaviz-run"),
+                          (self.stop_button, "gaviz-stop"), (self.status, "gaviz-status"),
+                          (self.plan, "gaviz-plan"), (self.image, "gaviz-plot"),
+                          (self.summary, "gaviz-summary")]:
+            box.add_class(name)
+
+        self.seed = seed
+        self.min_redraw_interval = min_redraw_interval
+        self.results: list[RunResult] = []
+        self.figure = None
+        self._thread = None
+        self._stop_requested = False
+        self._current = None
+
+        self._settings = [self.steps, self.hold, self.micro_batch_size, self.effective_batch_size,
+                          self.learning_rate, self.optimizer, self.epochs, self.preset,
+                          self.tail, self.trainer, self.x_axis]
+        for control in self._settings:
+            control.observe(lambda _: self._show_plan(), names="value")
+        self.run_button.on_click(lambda _: self.run())
+        self.stop_button.on_click(lambda _: self.stop())
+        self._show_plan()
+        self.widget = widgets.VBox([
+            widgets.HBox([
+                widgets.VBox([self.steps, self.hold, self.micro_batch_size,
+                              self.effective_batch_size]),
+                widgets.VBox([self.learning_rate, self.optimizer, self.epochs, self.preset,
+                              self.tail, self.trainer]),
+            ]),
+            self.plan,
+            widgets.HBox([self.run_button, self.stop_button, self.progress, self.x_axis]),
+            self.status, self.image, self.summary,
+        ])
+
+    # ------------------------------------------------------------ planning
+
+    def planned_runs(self) -> list[RunPlan]:
+        """The configurations a Run would train; ValueError for impossible ones."""
+        steps = sorted(self.steps.value)
+        if not steps:
+            raise ValueError("Choose at least one accumulation step count.")
+        samples = demo.PRESETS[self.preset.value]["samples"]
+        plans = []
+        for k, (micro, effective) in zip(steps, batch_sizes(
+                steps, self.hold.value, self.effective_batch_size.value,
+                self.micro_batch_size.value)):
+            if micro > samples:
+                raise ValueError(
+                    f"The micro-batch ({micro}) is larger than the data set ({samples} "
+                    f"samples): choose a smaller micro-batch or a larger demo problem.")
+            full, tail = divmod(samples, effective)
+            updates = full + (1 if tail and self.tail.value == "flush" else 0)
+            plans.append(RunPlan(k, micro, effective, updates))
+        return plans
+
+    def _show_plan(self):
+        try:
+            plans = self.planned_runs()
+        except ValueError as error:
+            self.plan.value = f"<span style='color:#b00'>{html.escape(str(error))}</span>"
+            return
+        rows = "".join(
+            f"<li>{html.escape(p.label)}: {p.updates_per_epoch} updates per epoch</li>"
+            for p in plans)
+        self.plan.value = f"<b>Planned runs</b><ul style='margin:2px 0'>{rows}</ul>"
+
+    # ------------------------------------------------------------ running
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def run(self) -> bool:
+        """Starts training every planned configuration in a background thread.
+
+        Returns False (and says why in the status line) when nothing starts.
+        """
+        if self.running:
+            return False
+        try:
+            plans = self.planned_runs()
+        except ValueError as error:
+            self._say(str(error), error=True)
+            return False
+        self.results = [RunResult(plan) for plan in plans]
+        self.figure = CurveFigure(self.x_axis.value, title=self._title())
+        self.progress.max = max(1, sum(p.updates_per_epoch for p in plans) * self.epochs.value)
+        self.progress.value = 0
+        self.summary.value = ""
+        self._stop_requested = False
+        self._set_running(True)
+        self._say("running…")
+        self._thread = threading.Thread(target=self._train_all, daemon=True)
+        self._thread.start()
+        return True
+
+    def stop(self) -> None:
+        """Asks the running configuration to stop after its current window."""
+        self._stop_requested = True
+        if self._current is not None:
+            self._current.stop_training = True
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Blocks until the background run ends; True if it did within ``timeout``."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return not self.running
+
+    def _train_all(self):
+        try:
+            x, y = demo.make_data(demo.PRESETS[self.preset.value]["samples"], seed=self.seed)
+            for result in self.results:
+                if self._stop_requested:
+                    break
+                self._train_one(result, x, y)
+            stopped = self._stop_requested
+            failed = [r for r in self.results if r.error]
+            message = "stopped" if stopped else "finished"
+            message += f": {sum(len(r.history) for r in self.results)} updates in " \
+                       f"{sum(r.seconds for r in self.results):.1f} s"
+            if failed:
+                message += "; " + "; ".join(f"{r.plan.label}: {r.error}" for r in failed)
+            self._say(message, error=bool(failed))
+        except Exception as error:  # noqa: BLE001 - shown in the dashboard, never lost
+            self._say(f"{type(error).__name__}: {error}", error=True)
+        finally:
+            self._draw()
+            self.summary.value = self._summary_html()
+            self._current = None
+            self._set_running(False)
+
+    def _make_trainer(self, plan, name):
+        hidden = demo.PRESETS[self.preset.value]["hidden"]
+        cls = AccumulationTrainer if name == EXACT else PITFALLS[name]
+        return cls(demo.make_model(self.seed, hidden=hidden),
+                   demo.make_optimizer(self.optimizer.value, self.learning_rate.value),
+                   "mse", plan.accumulation_steps, tail=self.tail.value)
+
+    def _train_one(self, result, x, y):
+        plan = result.plan
+        dataset = demo.make_dataset(x, y, plan.micro_batch_size)
+        trainer = self._current = result.trainer = self._make_trainer(plan, self.trainer.value)
+        last_draw = [0.0]
+
+        def on_update(update):
+            result.history.append(update)
+            result.seconds = update.seconds
+            self.progress.value = min(self.progress.max, self.progress.value + 1)
+            if self._stop_requested:
+                trainer.stop_training = True
+            if time.perf_counter() - last_draw[0] >= self.min_redraw_interval:
+                self._draw()
+                last_draw[0] = time.perf_counter()
+
+        start = time.perf_counter()
+        try:
+            trainer.fit(dataset, epochs=self.epochs.value, on_update=on_update)
+        except FloatingPointError as error:
+            result.error = "diverged: " + str(error).split(" It was not applied")[0]
+        result.seconds = time.perf_counter() - start
+        if self.trainer.value != EXACT and not self._stop_requested:
+            exact = self._make_trainer(plan, EXACT)
+            try:
+                exact.fit(dataset, epochs=self.epochs.value)
+            except FloatingPointError:
+                return  # the exact run diverges too: no distance to report
+            result.distance_from_exact = float(np.sqrt(sum(
+                np.sum((a - b) ** 2)
+                for a, b in zip(trainer.model.get_weights(), exact.model.get_weights()))))
+        self._draw()
+
+    # ------------------------------------------------------------ display
+
+    def _title(self):
+        return (f"{self.trainer.value} trainer, {self.optimizer.value}, "
+                f"lr {self.learning_rate.value:.3g}, tail={self.tail.value}")
+
+    def _draw(self):
+        if self.figure is None:
+            return
+        for result in self.results:
+            if result.history:
+                self.figure.update(result.plan.label, result.history)
+        self.image.value = self.figure.png()
+
+    def _say(self, message, error=False):
+        color = "#b00" if error else "#060"
+        self.status.value = f"<span style='color:{color}'>{html.escape(message)}</span>"
+
+    def _set_running(self, running):
+        for control in self._settings:
+            control.disabled = running
+        self.run_button.disabled = running
+        self.stop_button.disabled = not running
+
+    def _summary_html(self):
+        head = ("<tr><th>k</th><th>micro</th><th>effective</th><th>updates</th>"
+                "<th>samples/s</th><th>final loss</th><th>distance from exact</th></tr>")
+        rows = []
+        for r in self.results:
+            final = f"{r.history.loss[-1]:.4g}" if r.history else "–"
+            distance = "–" if r.distance_from_exact is None else f"{r.distance_from_exact:.3g}"
+            rows.append(
+                f"<tr><td>{r.plan.accumulation_steps}</td><td>{r.plan.micro_batch_size}</td>"
+                f"<td>{r.plan.effective_batch_size}</td><td>{len(r.history)}</td>"
+                f"<td>{r.samples_per_second:,.0f}</td><td>{final}</td><td>{distance}</td></tr>")
+        return f"<table>{head}{''.join(rows)}</table>"
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+def dashboard(**settings) -> Dashboard:
+    """Shows the accumulation dashboard: ``gaviz.dashboard()`` in a notebook cell.
+
+    Keyword arguments set the controls' starting values (``steps``,
+    ``micro_batch_size``, ``effective_batch_size``, ``hold``,
+    ``learning_rate``, ``optimizer``, ``epochs``, ``preset``, ``tail``,
+    ``trainer``, ``x_axis``).
+    """
+    unknown = set(settings) - set(Dashboard.__init__.__code__.co_varnames[1:])
+    if unknown:
+        raise TypeError(f"dashboard() got unknown settings: {sorted(unknown)}")
+    if "hold" in settings and settings["hold"] not in HOLDS:
+        raise ValueError(f"`hold` must be one of {HOLDS}. Received: hold={settings['hold']!r}")
+    return Dashboard(**settings)
