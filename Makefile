@@ -33,7 +33,8 @@ demo: $(STAMP_TEST)
 	$(BIN)/python -m gaviz compare --steps 1 2 4 8 --out curves.png
 
 bench: $(STAMP_TEST)
-	$(BIN)/python benchmarks/bench_trainer.py
+	$(BIN)/python benchmarks/bench_trainer.py --out benchmarks/results.md
+	$(BIN)/python benchmarks/bench_dashboard.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -21,6 +21,12 @@ def style_axes(ax, x_axis: str, title=None, log=True):
     ax.set_xlabel(X_AXES[x_axis][0])
     ax.set_ylabel("effective-batch loss")
     ax.set_yscale("log" if log else "linear")
+    if log:
+        from matplotlib.ticker import FuncFormatter
+
+        plain = FuncFormatter(lambda value, _: f"{value:g}")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
     ax.grid(True, alpha=0.3)
     if title:
         ax.set_title(title)

@@ -134,7 +134,8 @@ class Dashboard:
         self.trainer = widgets.Dropdown(options=[EXACT, *PITFALLS], value=trainer,
                                         description="trainer", style=style, layout=wide)
         self.x_axis = widgets.ToggleButtons(options=list(X_AXES), value=x_axis,
-                                            style={"button_width": "90px"})
+                                            style={"button_width": "80px"},
+                                            layout=widgets.Layout(width="auto"))
         self.run_button = widgets.Button(description="Run", button_style="success", icon="play")
         self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
                                           disabled=True)
@@ -162,6 +163,7 @@ class Dashboard:
                           self.tail, self.trainer, self.x_axis]
         for control in self._settings:
             control.observe(lambda _: self._show_plan(), names="value")
+        self.x_axis.observe(lambda _: self._replot(), names="value")
         self.run_button.on_click(lambda _: self.run())
         self.stop_button.on_click(lambda _: self.stop())
         self._show_plan()
@@ -328,6 +330,13 @@ class Dashboard:
                 self.figure.update(result.plan.label, result.history)
         self.image.value = self.figure.png()
 
+    def _replot(self):
+        """Redraws finished runs against another x axis."""
+        if self.running or not self.results:
+            return
+        self.figure = CurveFigure(self.x_axis.value, title=self._title())
+        self._draw()
+
     def _say(self, message, error=False):
         color = "#b00" if error else "#060"
         self.status.value = f"<span style='color:{color}'>{html.escape(message)}</span>"
@@ -349,7 +358,8 @@ class Dashboard:
                 f"<tr><td>{r.plan.accumulation_steps}</td><td>{r.plan.micro_batch_size}</td>"
                 f"<td>{r.plan.effective_batch_size}</td><td>{len(r.history)}</td>"
                 f"<td>{r.samples_per_second:,.0f}</td><td>{final}</td><td>{distance}</td></tr>")
-        return f"<table>{head}{''.join(rows)}</table>"
+        style = "<style>.gaviz-summary td, .gaviz-summary th {padding: 2px 10px; text-align: right}</style>"
+        return f"{style}<table>{head}{''.join(rows)}</table>"
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)

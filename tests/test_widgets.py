@@ -122,3 +122,11 @@ def test_live_plot_callback_for_your_own_fit(regression_data):
 def test_unknown_dashboard_setting():
     with pytest.raises(TypeError, match="unknown settings"):
         gaviz.dashboard(stepz=(1,))
+
+
+def test_changing_the_x_axis_redraws_finished_runs():
+    board = gaviz.dashboard(**FAST)
+    run_to_end(board)
+    board.x_axis.value = "updates"
+    line = board.figure.lines[board.results[0].plan.label]
+    np.testing.assert_array_equal(line.get_xdata(), range(1, len(board.results[0].history) + 1))
