@@ -103,11 +103,21 @@ def test_dashboard_runs_in_jupyterlab(lab):
             page.goto(f"{lab}/lab/tree/dashboard.ipynb")
             editor = page.locator(".jp-Notebook .jp-Cell .cm-content").first
             editor.wait_for(timeout=90_000)
+            # Run the cell once the kernel is up (a cell run while the kernel
+            # starts can be lost), then wait for the widget: kernel start and
+            # the TensorFlow import take a while on a busy 2-core machine.
+            expect(page.locator(".jp-Notebook-ExecutionIndicator, #jp-main-statusbar")
+                   .first).to_contain_text("Idle", timeout=120_000)
             editor.click()
             page.keyboard.press("Shift+Enter")
-
             run = page.locator("button.gaviz-run")
-            run.wait_for(timeout=120_000)  # kernel start and TensorFlow import
+            try:
+                run.wait_for(timeout=180_000)
+            except Exception:
+                page.screenshot(path=str(SCREENSHOT.with_name("dashboard-failed.png")), full_page=True)
+                raise AssertionError(
+                    "the dashboard did not appear; page text:\n" + page.inner_text("body")[-3000:]
+                ) from None
             page.locator(".gaviz-steps select").select_option(label=["1", "4"])
             expect(page.locator(".gaviz-plan")).to_contain_text("k=4", timeout=10_000)
             image = page.locator("img.gaviz-plot")
