@@ -14,7 +14,11 @@ HOLDS = ("effective", "micro")
 
 @dataclass
 class Run:
-    """One training run of a comparison."""
+    """One training run of a comparison.
+
+    ``seconds`` is the wall time of ``fit``, tracing of the window function
+    included (a first run is slower for it).
+    """
 
     accumulation_steps: int
     micro_batch_size: int

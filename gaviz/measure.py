@@ -22,11 +22,19 @@ class Comparison:
         update_norms, exact_update_norms: size of each update's weight change.
         first_update_relative_error: ``|d - d_exact| / |d_exact|`` for the
             first update's weight change ``d``.
+        final_weight_distance: distance between the two runs' weights at the
+            end, whatever number of updates each made (a dropped tail makes
+            fewer updates, so ``weight_distance``, paired by update number,
+            can understate it).
         effective_learning_rate_ratio: ``|d| / |d_exact|`` for the first
             update when both point the same way (cosine > 0.99), else None:
             how much larger the step is, as a learning-rate factor.
         error: the message of an error that ended the compared run early
-            (a diverging pitfall), else None.
+            (a diverging pitfall), else None. Losses recorded before it are kept.
+
+    Note that some pitfalls also report a different loss (``mean_of_means``
+    reports the mean of micro-batch means, ``missing_normalization`` k times
+    the loss), so their loss curves measure their own quantity.
     """
 
     name: str
@@ -36,6 +44,7 @@ class Comparison:
     update_norms: list = field(default_factory=list)
     exact_update_norms: list = field(default_factory=list)
     first_update_relative_error: float = float("nan")
+    final_weight_distance: float = float("nan")
     effective_learning_rate_ratio: float | None = None
     error: str | None = None
 
@@ -49,8 +58,7 @@ class Comparison:
             f"{self.name} against the exact trainer:",
             f"  first update relative error:   {self.first_update_relative_error:.3g}",
             f"  effective learning-rate ratio: {ratio}",
-            f"  weight distance after update {len(self.weight_distance)}: "
-            f"{self.weight_distance[-1] if self.weight_distance else float('nan'):.3g}",
+            f"  final weight distance:         {self.final_weight_distance:.3g}",
             f"  updates: {len(self.loss)} (exact: {len(self.exact_loss)})",
         ]
         if self.error:
@@ -68,6 +76,9 @@ class Comparison:
         left.plot(range(1, len(self.loss) + 1), self.loss, "--", label=self.name)
         left.set_xlabel("optimizer update")
         left.set_ylabel("effective-batch loss")
+        values = [v for v in self.loss + self.exact_loss if np.isfinite(v)]
+        if values and min(values) > 0:
+            left.set_yscale("log")  # a diverging pitfall would flatten the exact curve
         left.legend(fontsize="small")
         left.grid(True, alpha=0.3)
         right.plot(range(1, len(self.weight_distance) + 1), self.weight_distance, color="C3")
@@ -114,15 +125,17 @@ def compare_with_exact(
         trainer = cls(
             run_model, _fresh_optimizer(optimizer), loss, accumulation_steps, **trainer_kwargs
         )
-        snapshots = [_flat_weights(run_model)]
+        snapshots, losses = [_flat_weights(run_model)], []
+
+        def record(update, model=run_model, snapshots=snapshots, losses=losses):
+            snapshots.append(_flat_weights(model))
+            losses.append(update.loss)
+
         error = None
         try:
-            history = trainer.fit(
-                dataset, epochs=epochs, on_update=lambda _: snapshots.append(_flat_weights(run_model))
-            )
-            losses = history.loss
+            trainer.fit(dataset, epochs=epochs, on_update=record)
         except FloatingPointError as failure:
-            error, losses = str(failure), [np.nan] * (len(snapshots) - 1)
+            error = str(failure)
         runs[cls] = (losses, snapshots, error)
 
     exact_loss, exact_weights, _ = runs[AccumulationTrainer]
@@ -136,6 +149,7 @@ def compare_with_exact(
         ],
         update_norms=_update_norms(pitfall_weights),
         exact_update_norms=_update_norms(exact_weights),
+        final_weight_distance=float(np.linalg.norm(pitfall_weights[-1] - exact_weights[-1])),
         error=error,
     )
     if len(pitfall_weights) > 1 and len(exact_weights) > 1:

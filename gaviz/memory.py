@@ -4,6 +4,13 @@ On a GPU: TensorFlow's allocator statistics (``get_memory_info``'s peak,
 reset first). On the CPU: the process's resident memory, sampled from a
 background thread while the work runs, minus what it was before. The same
 call works on both, like the trainer, which places nothing explicitly.
+
+On the CPU, freed memory often stays resident (oneDNN's caches, the C
+library keeping large freed blocks for reuse), so a second measurement in
+the same process can read far lower than the first. For comparable figures,
+measure each configuration in a fresh process (as the benchmarks do), or
+set ``TF_ENABLE_ONEDNN_OPTS=0`` and ``MALLOC_TRIM_THRESHOLD_`` before
+TensorFlow starts. Work shorter than the sampling interval can be missed.
 """
 
 from __future__ import annotations

@@ -62,8 +62,9 @@ class MissingNormalization(AccumulationTrainer):
 class DroppedTail(AccumulationTrainer):
     """The partial window at the end of each epoch is silently discarded.
 
-    Symptom: the last ``N mod (k * b)`` samples of every epoch never reach the
-    weights; with unshuffled data the same samples are lost every epoch.
+    Symptom: the micro-batches after the last full window (``ceil(N / b) mod
+    k`` of them) never reach the weights; with unshuffled data the same
+    samples are lost every epoch.
     Cause: the update fires only when the micro-step counter reaches k, and
     the epoch ends first.
     Fix: apply the partial window at the end of the epoch, normalized by its

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+#: Line styles cycle with the colours, so curves that coincide (exact
+#: accumulation at the same effective batch) stay visible on top of each other.
+LINE_STYLES = ["-", "--", ":", "-."]
+
 X_AXES = {
     "updates": ("optimizer updates", lambda h: list(range(1, len(h) + 1))),
     "samples": ("samples seen", lambda h: h.samples_seen),
@@ -50,9 +54,9 @@ def plot_histories(histories, labels=None, ax=None, x_axis: str = "samples", tit
 
         _, ax = plt.subplots(figsize=(6, 4))
     labels = labels or [f"run {i + 1}" for i in range(len(histories))]
-    for history, label in zip(histories, labels):
+    for i, (history, label) in enumerate(zip(histories, labels)):
         xs, ys = curve(history, x_axis)
-        ax.plot(xs, ys, label=label, linewidth=1.4)
+        ax.plot(xs, ys, LINE_STYLES[i % len(LINE_STYLES)], label=label, linewidth=1.6)
     style_axes(ax, x_axis, title, log=all(y > 0 for h in histories for y in h.loss))
     ax.legend(fontsize="small")
     return ax
@@ -83,7 +87,8 @@ class CurveFigure:
         """Shows ``history`` as the line ``label`` (created on first use)."""
         xs, ys = curve(history, self.x_axis)
         if label not in self.lines:
-            (self.lines[label],) = self.ax.plot([], [], label=label, linewidth=1.4)
+            style = LINE_STYLES[len(self.lines) % len(LINE_STYLES)]
+            (self.lines[label],) = self.ax.plot([], [], style, label=label, linewidth=1.6)
             self.ax.legend(fontsize="small", loc="upper right")
         self.lines[label].set_data(xs, ys)
         if ys and min(ys) <= 0:

@@ -212,3 +212,18 @@ def test_comparison_reports_a_diverging_pitfall(equal_micro):
     result = compare("missing_normalization", equal_micro * 5, optimizer=lambda: keras.optimizers.SGD(3.0))
     assert result.error and "non-finite" in result.error
     assert len(result.exact_loss) == 15
+    # The updates before the failure are kept, and drawn.
+    failed_at = int(result.error.split("Update ")[1].split()[0])
+    assert len(result.loss) == failed_at - 1 > 0
+    assert np.all(np.isfinite(result.loss))
+
+
+def test_final_distance_sees_a_dropped_tail(regression_data):
+    x, y = regression_data
+    micro = micro_batches(x, y, [8] * 12 + [4])  # k=4: a 4-sample tail
+    result = compare("dropped_tail", micro, optimizer=lambda: keras.optimizers.SGD(0.5))
+    assert len(result.loss) == 3 and len(result.exact_loss) == 4
+    # Paired by update number the first three updates agree exactly...
+    assert max(result.weight_distance) == 0.0
+    # ...but the runs end apart: the exact one applied the tail.
+    assert result.final_weight_distance > 1e-3
