@@ -6,7 +6,9 @@ BIN := $(VENV)/bin
 STAMP_LAB := $(VENV)/.installed-lab
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: lab test demo bench clean
+VENV_BINDER := .venv-binder
+
+.PHONY: lab test demo bench binder-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,5 +38,11 @@ bench: $(STAMP_TEST)
 	$(BIN)/python benchmarks/bench_trainer.py --out benchmarks/results.md
 	$(BIN)/python benchmarks/bench_dashboard.py
 
+# Binder's environment, built from binder/requirements.txt alone, runs every lesson.
+binder-check:
+	test -x $(VENV_BINDER)/bin/python || $(PYTHON) -m venv $(VENV_BINDER)
+	$(VENV_BINDER)/bin/python -m pip install --quiet -r binder/requirements.txt
+	$(VENV_BINDER)/bin/python tests/lesson_runner.py
+
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache
+	rm -rf $(VENV) $(VENV_BINDER) *.egg-info .pytest_cache

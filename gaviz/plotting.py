@@ -28,12 +28,22 @@ def style_axes(ax, x_axis: str, title=None, log=True):
     if log:
         from matplotlib.ticker import FuncFormatter
 
-        plain = FuncFormatter(lambda value, _: f"{value:g}")
-        ax.yaxis.set_major_formatter(plain)
-        ax.yaxis.set_minor_formatter(plain)
+        # Plain numbers (0.5, not 5x10^-1), and between decades only 2 and 5
+        # (all nine minor labels would pile up).
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(_two_and_five))
     ax.grid(True, alpha=0.3)
     if title:
         ax.set_title(title)
+
+
+def _two_and_five(value, _):
+    import math
+
+    if value <= 0:
+        return ""
+    leading = round(value / 10 ** math.floor(math.log10(value)))
+    return f"{value:g}" if leading in (2, 5) else ""
 
 
 def plot_histories(histories, labels=None, ax=None, x_axis: str = "samples", title=None):

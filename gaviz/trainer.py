@@ -430,7 +430,8 @@ class AccumulationTrainer(tf.Module):
                 if result["due"] and not result["finite"]:
                     raise FloatingPointError(
                         f"Update {len(history) + 1} (epoch {epoch}) has a non-finite loss "
-                        f"or gradient (loss={float(result['loss'])}). It was not applied: "
+                        f"or gradient (loss={float(result['loss'])}; optimizer.iterations="
+                        f"{int(self.optimizer.iterations.numpy())} before it). It was not applied: "
                         f"the weights are those after update {len(history)}, and its window "
                         "was discarded. Lower the learning rate or check the data."
                     )

@@ -1,0 +1,58 @@
+"""Runs lesson notebooks top to bottom on a fresh kernel: used by the tests and
+by `make binder-check` (which has no pytest).
+
+    python tests/lesson_runner.py [lessons/NN_topic.ipynb ...]
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import time
+
+import nbformat
+from nbclient import NotebookClient
+
+LESSONS = pathlib.Path(__file__).resolve().parents[1] / "lessons"
+PEAK_PROBE = (
+    "import resource as _r, sys as _s\n"
+    "_s.stdout.write(f\"GAVIZ_PEAK_KIB={_r.getrusage(_r.RUSAGE_SELF).ru_maxrss}\\n\")"
+)
+
+
+def lesson_paths():
+    return sorted(LESSONS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def run_lesson(path, timeout=240):
+    """Executes a copy of the notebook; returns (seconds, peak kernel memory in MiB)."""
+    notebook = nbformat.read(path, as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell(PEAK_PROBE))
+    client = NotebookClient(
+        notebook, timeout=timeout, kernel_name="python3",
+        resources={"metadata": {"path": str(pathlib.Path(path).parent)}},
+    )
+    start = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - start
+    text = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
+    peak_kib = int(text.split("GAVIZ_PEAK_KIB=")[1].split()[0])
+    return seconds, peak_kib / 1024
+
+
+def main(paths):
+    paths = [pathlib.Path(p) for p in paths] or lesson_paths()
+    failed = 0
+    for path in paths:
+        try:
+            seconds, mib = run_lesson(path)
+            print(f"{path.name}: {seconds:.1f} s, peak {mib:.0f} MiB", flush=True)
+        except Exception as error:  # noqa: BLE001 - report every lesson, then fail
+            failed += 1
+            print(f"{path.name}: FAILED {type(error).__name__}: {str(error)[:2000]}", flush=True)
+    print(f"{len(paths) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,44 @@
+"""Every lesson runs top to bottom on a fresh kernel, within Binder's limits,
+and is committed without outputs."""
+
+import json
+import pathlib
+import re
+
+import pytest
+
+from lesson_runner import LESSONS, lesson_paths, run_lesson
+
+MEMORY_LIMIT_MIB = 1536  # Binder gives 1-2 GB
+EXPECTED = [f"{n:02d}" for n in range(11)]
+
+
+def test_the_course_is_complete():
+    numbers = [p.name[:2] for p in lesson_paths()]
+    assert numbers == EXPECTED, numbers
+    for path in lesson_paths():
+        assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name), path.name
+
+
+@pytest.mark.parametrize("path", lesson_paths(), ids=lambda p: p.name)
+def test_committed_without_outputs(path):
+    notebook = json.loads(path.read_text())
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "code":
+            assert cell.get("outputs") == [] and cell.get("execution_count") is None, path.name
+
+
+@pytest.mark.parametrize("path", lesson_paths(), ids=lambda p: p.name)
+def test_lesson_runs_top_to_bottom(path, record_property):
+    seconds, peak_mib = run_lesson(path)
+    record_property("seconds", round(seconds, 1))
+    print(f"{path.name}: {seconds:.1f} s, peak {peak_mib:.0f} MiB")
+    assert peak_mib < MEMORY_LIMIT_MIB
+
+
+def test_solutions_are_loadable_files():
+    solutions = sorted((LESSONS / "solutions").glob("*.py"))
+    assert solutions, "no exercise solutions"
+    mentioned = "".join(p.read_text() for p in lesson_paths())
+    for solution in solutions:
+        assert f"solutions/{solution.name}" in mentioned, f"{solution.name} is used by no lesson"
