@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from gaviz import demo
+from gaviz import checks, demo
 from gaviz.trainer import AccumulationTrainer
 
 NORMALIZATIONS = {
@@ -34,11 +34,7 @@ NORMALIZATIONS = {
 
 def make_normalized_model(normalization: str = "batch", seed: int = 0) -> keras.Model:
     """Demo MLP with a normalization layer after its first Dense layer."""
-    if normalization not in NORMALIZATIONS:
-        raise ValueError(
-            f"`normalization` must be one of {sorted(NORMALIZATIONS)}. "
-            f"Received: normalization={normalization!r}"
-        )
+    checks.check_one_of("normalization", normalization, NORMALIZATIONS)
     keras.utils.set_random_seed(seed)
     layers = [keras.Input((demo.FEATURES,)), keras.layers.Dense(32)]
     if NORMALIZATIONS[normalization] is not None:

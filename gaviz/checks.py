@@ -65,16 +65,13 @@ def check_optimizer(optimizer):
         )
 
 
-def check_tail(tail):
-    if tail not in TAIL_POLICIES:
-        raise ValueError(f"`tail` must be one of {TAIL_POLICIES}. Received: tail={tail!r}")
-
-
-def check_normalize(normalize):
-    if normalize not in NORMALIZATIONS:
+def check_one_of(name, value, options):
+    """Checks that ``value`` is one of ``options`` (a tuple, or a dict's keys)."""
+    if value not in options:
         raise ValueError(
-            f"`normalize` must be one of {NORMALIZATIONS}. Received: normalize={normalize!r}"
+            f"`{name}` must be one of {tuple(options)}. Received: {name}={value!r}"
         )
+    return value
 
 
 def check_dataset(dataset):

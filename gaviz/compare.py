@@ -45,8 +45,7 @@ def batch_sizes(steps, hold: str, effective_batch_size: int, micro_batch_size: i
     as k grows (what accumulation is for: the same training in less memory);
     ``hold="micro"`` keeps the micro-batch and grows the effective batch.
     """
-    if hold not in HOLDS:
-        raise ValueError(f"`hold` must be one of {HOLDS}. Received: hold={hold!r}")
+    checks.check_one_of("hold", hold, HOLDS)
     sizes = []
     for k in steps:
         k = checks.check_positive_int("steps", k)

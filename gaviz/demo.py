@@ -12,6 +12,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from gaviz.checks import check_one_of
+
 FEATURES = 8
 
 
@@ -64,9 +66,7 @@ OPTIMIZERS = {
 
 def make_optimizer(name: str, learning_rate: float) -> keras.optimizers.Optimizer:
     """A fresh optimizer by name: one of ``OPTIMIZERS``."""
-    if name not in OPTIMIZERS:
-        raise ValueError(f"`optimizer` must be one of {sorted(OPTIMIZERS)}. Received: optimizer={name!r}")
-    return OPTIMIZERS[name](learning_rate)
+    return OPTIMIZERS[check_one_of("optimizer", name, OPTIMIZERS)](learning_rate)
 
 
 def make_token_data(

@@ -25,16 +25,16 @@ class MissingReset(AccumulationTrainer):
     Cause: window t applies the sum of the gradients of windows 1..t.
     Fix: zero the accumulators after each update (``_reset``).
     Detect: the norm of successive updates grows with the update count, even
-    at a tiny learning rate (``tests/test_pitfalls.py::test_missing_reset``).
+    at a tiny learning rate
+    (``tests/test_pitfalls.py::test_missing_reset_updates_grow_with_the_update_count``).
     """
 
     _keep_accumulators = True  # the sums must survive from window to window
 
     def _reset(self, sums):
         # PITFALL: accumulators never reset: they keep the sum; only counters restart.
-        grads = sums[0]
         self._reset_counters()
-        for accumulator, grad in zip(self.accumulators, grads):
+        for accumulator, grad in zip(self.accumulators, sums[0]):
             accumulator.assign(grad)
 
 
@@ -97,8 +97,11 @@ class UpdateEveryMicroStep(AccumulationTrainer):
         return grads, objective, count, normalizer
 
 
-class ZeroedWeights(AccumulationTrainer):
+class ZeroedWeights(MissingReset):
     """The "reset" zeroes the model's variables instead of the accumulators.
+
+    (So the accumulators are not reset either: it is :class:`MissingReset`
+    with the weights wiped as well.)
 
     Symptom: the loss jumps back to that of an all-zero model after every
     update; nothing is learned.
@@ -108,15 +111,11 @@ class ZeroedWeights(AccumulationTrainer):
     Detect: every weight is exactly zero after an update.
     """
 
-    _keep_accumulators = True  # they are never zeroed, so they persist
-
     def _reset(self, sums):
         # PITFALL: zeroes the model's weights; the accumulators keep their sums.
         for variable in self.model.trainable_variables:
             variable.assign(tf.zeros(variable.shape, dtype=variable.dtype))
-        self._reset_counters()
-        for accumulator, grad in zip(self.accumulators, sums[0]):
-            accumulator.assign(grad)
+        super()._reset(sums)
 
 
 class MeanOfMeans(AccumulationTrainer):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gaviz.checks import check_one_of
+
 #: Line styles cycle with the colours, so curves that coincide (exact
 #: accumulation at the same effective batch) stay visible on top of each other.
 LINE_STYLES = ["-", "--", ":", "-."]
@@ -15,8 +17,7 @@ X_AXES = {
 
 def curve(history, x_axis: str = "samples"):
     """``(xs, ys)``: one point per update, the update's effective-batch loss."""
-    if x_axis not in X_AXES:
-        raise ValueError(f"`x_axis` must be one of {sorted(X_AXES)}. Received: x_axis={x_axis!r}")
+    check_one_of("x_axis", x_axis, X_AXES)
     return X_AXES[x_axis][1](history), history.loss
 
 
@@ -84,8 +85,7 @@ class CurveFigure:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        if x_axis not in X_AXES:
-            raise ValueError(f"`x_axis` must be one of {sorted(X_AXES)}. Received: x_axis={x_axis!r}")
+        check_one_of("x_axis", x_axis, X_AXES)
         self.x_axis = x_axis
         self.figure = Figure(figsize=size, dpi=90)
         FigureCanvasAgg(self.figure)

@@ -85,8 +85,8 @@ class AccumulationTrainer(tf.Module):
         checks.check_model(model)
         self.strategy = checks.check_strategy(strategy, model)
         checks.check_optimizer(optimizer)
-        checks.check_tail(tail)
-        checks.check_normalize(normalize)
+        checks.check_one_of("tail", tail, checks.TAIL_POLICIES)
+        checks.check_one_of("normalize", normalize, checks.NORMALIZATIONS)
         self.accumulation_steps = checks.check_positive_int(
             "accumulation_steps", accumulation_steps
         )
@@ -213,11 +213,16 @@ class AccumulationTrainer(tf.Module):
         return loss_sum, normalizer
 
     def _forward_losses(self):
-        """Sum of the losses the last forward pass added (not weight regularization)."""
-        n_forward = len(self.model.losses) - len(self._regularized)
+        """Sum of the losses the last forward pass added (not weight regularization).
+
+        ``model.losses`` lists those first, then one penalty per regularized
+        weight, which it recomputes on every access: read it once.
+        """
+        losses = self.model.losses
+        n_forward = len(losses) - len(self._regularized)
         if n_forward <= 0:
             return None
-        return tf.add_n([tf.cast(l, tf.float32) for l in self.model.losses[:n_forward]])
+        return tf.add_n([tf.cast(l, tf.float32) for l in losses[:n_forward]])
 
     def _micro_step(self, element):
         """One micro-batch: ``(grads, objective, sample_count, normalizer)``."""
@@ -317,12 +322,15 @@ class AccumulationTrainer(tf.Module):
         else:
             finite = window.all_finite(loss, final)
         applied = due and finite
-        iterations = tf.identity(self.optimizer.iterations.value)
+        if self._loss_scaled:
+            iterations = tf.identity(self.optimizer.iterations.value)
         if applied:
             self._apply(final)
-        skipped = applied and self.optimizer.iterations.value == iterations
-        if skipped:
-            self.skipped_windows.assign_add(1)
+        skipped = tf.constant(False)
+        if self._loss_scaled:  # only a loss-scaling optimizer skips a window
+            skipped = applied and self.optimizer.iterations.value == iterations
+            if skipped:
+                self.skipped_windows.assign_add(1)
         if done:
             self._reset(sums)
         else:
@@ -370,15 +378,16 @@ class AccumulationTrainer(tf.Module):
     def _replica_reset(self):
         for accumulator in self.accumulators:
             accumulator.assign(tf.zeros_like(accumulator))
+        self._replica_reset_counters()
+
+    def _replica_reset_counters(self):
         self.window_loss_sum.assign(0.0)
         self.window_sample_count.assign(0.0)
         self.window_normalizer.assign(0.0)
 
     def _reset_counters(self):
-        """Zeroes the window counters, accumulators untouched (single device)."""
-        self.window_loss_sum.assign(0.0)
-        self.window_sample_count.assign(0.0)
-        self.window_normalizer.assign(0.0)
+        """Zeroes the window counters, accumulators untouched."""
+        self.strategy.run(self._replica_reset_counters)
         self.micro_steps_in_window.assign(0)
 
     # ------------------------------------------------------------ Python loop

@@ -19,6 +19,7 @@ import ipywidgets as widgets
 import numpy as np
 
 from gaviz import demo
+from gaviz.checks import check_one_of
 from gaviz.compare import HOLDS, batch_sizes
 from gaviz.history import History
 from gaviz.pitfalls import PITFALLS
@@ -287,17 +288,18 @@ class Dashboard:
         plan = result.plan
         dataset = demo.make_dataset(x, y, plan.micro_batch_size)
         trainer = self._current = result.trainer = self._make_trainer(plan, self.trainer.value)
-        last_draw = [0.0]
+        # The dashboard's figure and image, drawn by the same throttled
+        # callback users plug into their own fit.
+        live = LivePlot(plan.label, figure=self.figure, image=self.image,
+                        min_interval=self.min_redraw_interval)
+        result.history = live.history
 
         def on_update(update):
-            result.history.append(update)
+            live(update)
             result.seconds = update.seconds
             self.progress.value = min(self.progress.max, self.progress.value + 1)
             if self._stop_requested:
                 trainer.stop_training = True
-            if time.perf_counter() - last_draw[0] >= self.min_redraw_interval:
-                self._draw()
-                last_draw[0] = time.perf_counter()
 
         start = time.perf_counter()
         try:
@@ -376,6 +378,6 @@ def dashboard(**settings) -> Dashboard:
     unknown = set(settings) - set(Dashboard.__init__.__code__.co_varnames[1:])
     if unknown:
         raise TypeError(f"dashboard() got unknown settings: {sorted(unknown)}")
-    if "hold" in settings and settings["hold"] not in HOLDS:
-        raise ValueError(f"`hold` must be one of {HOLDS}. Received: hold={settings['hold']!r}")
+    if "hold" in settings:
+        check_one_of("hold", settings["hold"], HOLDS)
     return Dashboard(**settings)
