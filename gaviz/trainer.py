@@ -284,7 +284,7 @@ class AccumulationTrainer(tf.Module):
         Each replica's sums are loop tensors, not variables: one read before
         the loop and one write after it. They cross replicas once, after the
         loop, in one batched all-reduce: the update's only cross-replica traffic.
-        Returns a dict of scalars describing the window.
+        Returns the window's description, packed as ``_WINDOW_RESULT`` lists.
         """
         k = tf.constant(self.accumulation_steps, tf.int64)
         sums = self.strategy.run(self._replica_load)
@@ -336,16 +336,23 @@ class AccumulationTrainer(tf.Module):
         else:
             self._store(sums, steps)
         self.micro_step.assign_add(consumed)
-        return {
-            "applied": applied and not skipped,
-            "due": due,
-            "finite": finite,
-            "exhausted": exhausted,
-            "loss": loss,
-            "sample_count": count,
-            "micro_steps": steps,
-            "consumed": consumed,
-        }
+        # One float64 vector, read with one device-to-host copy per update
+        # (the fields are _WINDOW_RESULT's; float64 holds every value exactly).
+        return tf.stack(
+            [
+                tf.cast(value, tf.float64)
+                for value in (
+                    applied and not skipped,
+                    due,
+                    finite,
+                    exhausted,
+                    loss,
+                    count,
+                    steps,
+                    consumed,
+                )
+            ]
+        )
 
     def _apply(self, grads):
         variables = self.model.trainable_variables
@@ -430,11 +437,17 @@ class AccumulationTrainer(tf.Module):
         source = dataset
         if self.num_replicas > 1 or _is_multi_worker(self.strategy):
             source = self.strategy.experimental_distribute_dataset(dataset)
+        window_fn = None
         for epoch in range(1, epochs + 1):
             iterator = iter(source)
+            if window_fn is None:
+                # The traced graph itself: calling it skips matching the
+                # iterator against every trace on each call (the iterator's
+                # type is the same every epoch).
+                window_fn = self._window_fn.get_concrete_function(iterator)
             consumed = 0
             while not self.stop_training:
-                result = {key: value.numpy() for key, value in self._window_fn(iterator).items()}
+                result = dict(zip(_WINDOW_RESULT, window_fn(iterator).numpy()))
                 consumed += int(result["consumed"])
                 if result["due"] and not result["finite"]:
                     raise FloatingPointError(
@@ -499,6 +512,19 @@ class AccumulationTrainer(tf.Module):
             ) from error
         checks.check_targets(y, y_pred, losses)
         self._checked_spec = dataset.element_spec
+
+
+#: What the window function reports, in the order it packs them.
+_WINDOW_RESULT = (
+    "applied",  # an update was applied (not skipped by loss scaling)
+    "due",  # the window was complete, or a flushed tail
+    "finite",  # its loss and gradient were finite
+    "exhausted",  # the dataset ran out during this call
+    "loss",  # the window's loss: summed loss / normalizer + regularization
+    "sample_count",  # samples (loss elements) in the window
+    "micro_steps",  # micro-batches in the window, carried ones included
+    "consumed",  # micro-batches this call pulled from the dataset
+)
 
 
 def _replica_local(initial_value, name):
