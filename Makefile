@@ -34,9 +34,10 @@ test: $(STAMP_TEST)
 demo: $(STAMP_TEST)
 	$(BIN)/python -m gaviz compare --steps 1 2 4 8 --out curves.png
 
+# Every benchmark, each in its own process (~10 minutes): writes
+# benchmarks/results/*.json, results.md, results.png and the README's section.
 bench: $(STAMP_TEST)
-	$(BIN)/python benchmarks/bench_trainer.py --out benchmarks/results.md
-	$(BIN)/python benchmarks/bench_dashboard.py
+	$(BIN)/python benchmarks/run.py
 
 # Binder's environment, built from binder/requirements.txt alone, runs every lesson.
 binder-check:

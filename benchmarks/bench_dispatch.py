@@ -1,30 +1,32 @@
-"""Dispatch-bound benchmark: one epoch of accumulation on a small MLP.
+"""1. Dispatch-bound: one epoch of accumulation on a small MLP, five ways.
 
 MLP 64-256-256-1, 8192 samples, micro-batch 32, accumulation_steps 8, SGD.
-Each contestant trains one warm-up epoch, then the contestants take turns
-(round-robin, order rotated each round) and we report the median epoch time
-and its ratio to gaviz, all measured in this one run.
+The model is so small that launching work, not arithmetic, decides the time:
+Keras's built-in accumulation and the per-micro-batch ``tf.function`` loop
+make one call from Python per micro-batch, the eager loop one per operation,
+gaviz one per update. A sixth row, the floor, runs the same 256 forward and
+backward passes in one graph call on a micro-batch already in memory: what
+no trainer can beat without changing the arithmetic.
 
-    python benchmarks/bench_trainer.py [--rounds 7] [--out benchmarks/results.md]
+    python benchmarks/bench_dispatch.py [--rounds 21] [--quick] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import statistics
-import time
+from functools import partial
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import harness  # noqa: F401  (quiets TensorFlow before it is imported)
+import keras
+import numpy as np
+import tensorflow as tf
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import gaviz
 
-import gaviz  # noqa: E402
-
-SAMPLES, FEATURES, MICRO, K, LR = 8192, 64, 32, 8, 0.01
+FEATURES, MICRO, K, LR = 64, 32, 8, 0.01
+# Each timed run trains this many epochs in one call, as training would:
+# Keras's fit has a set-up cost per call that one-epoch calls would overcount.
+EPOCHS_PER_RUN = 3
 
 
 def make_model():
@@ -39,42 +41,61 @@ def make_model():
     )
 
 
-def data():
+def data(samples):
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(SAMPLES, FEATURES)).astype("float32")
-    y = rng.normal(size=(SAMPLES, 1)).astype("float32")
+    x = rng.normal(size=(samples, FEATURES)).astype("float32")
+    y = rng.normal(size=(samples, 1)).astype("float32")
     return x, y
+
+
+def micro_batches(x, y, micro=MICRO):
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(micro).prefetch(2)
+
+
+def full_data_loss(model, x, y):
+    """Mean squared error on all of ``(x, y)``: one forward pass, averaged in float64.
+
+    (bench_scaling.py and bench_allreduce.py compare trainers by it: float64
+    so that a difference measures the weights, not the rounding of a float32
+    mean over thousands of samples.)
+    """
+    predictions = np.asarray(model(x, training=False), dtype=np.float64)
+    return float(np.mean((predictions - y.astype(np.float64)) ** 2))
+
+
+def max_weight_difference(a, b):
+    return max(float(np.max(np.abs(u - v))) for u, v in zip(a.get_weights(), b.get_weights()))
 
 
 def gaviz_epoch(x, y):
     trainer = gaviz.AccumulationTrainer(make_model(), keras.optimizers.SGD(LR), "mse", K)
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(MICRO).prefetch(2)
-    return lambda: trainer.fit(ds, epochs=1)
+    dataset = micro_batches(x, y)
+    return lambda epochs: trainer.fit(dataset, epochs=epochs)
 
 
 def keras_builtin_epoch(x, y):
     model = make_model()
     model.compile(keras.optimizers.SGD(LR, gradient_accumulation_steps=K), "mse")
-    return lambda: model.fit(x, y, batch_size=MICRO, epochs=1, shuffle=False, verbose=0)
+    return lambda epochs: model.fit(
+        x, y, batch_size=MICRO, epochs=epochs, shuffle=False, verbose=0
+    )
 
 
 def keras_big_batch_epoch(x, y):
     model = make_model()
     model.compile(keras.optimizers.SGD(LR), "mse")
-    return lambda: model.fit(x, y, batch_size=MICRO * K, epochs=1, shuffle=False, verbose=0)
-
-
-def _accumulators(model):
-    return [tf.Variable(tf.zeros(v.shape)) for v in model.trainable_variables]
+    return lambda epochs: model.fit(
+        x, y, batch_size=MICRO * K, epochs=epochs, shuffle=False, verbose=0
+    )
 
 
 def per_micro_batch_function_epoch(x, y):
     """A tf.function per micro-batch plus a tf.function apply every K: the
     usual "graph mode" accumulation loop, dispatching K+1 graphs per update."""
     model, optimizer = make_model(), keras.optimizers.SGD(LR)
-    accumulators = _accumulators(model)
+    accumulators = [tf.Variable(tf.zeros(v.shape)) for v in model.trainable_variables]
     optimizer.build(model.trainable_variables)
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(MICRO).prefetch(2)
+    dataset = micro_batches(x, y)
 
     @tf.function
     def micro_step(xb, yb):
@@ -92,85 +113,129 @@ def per_micro_batch_function_epoch(x, y):
         for a in accumulators:
             a.assign(tf.zeros_like(a))
 
-    def epoch():
-        count, steps = 0.0, 0
-        for xb, yb in ds:
-            count += float(micro_step(xb, yb))
-            steps += 1
-            if steps % K == 0:
+    def train(epochs):
+        for _ in range(epochs):
+            count, steps = 0.0, 0
+            for xb, yb in dataset:
+                count += float(micro_step(xb, yb))
+                steps += 1
+                if steps % K == 0:
+                    apply(tf.constant(count))
+                    count = 0.0
+            if count:
                 apply(tf.constant(count))
-                count = 0.0
-        if count:
-            apply(tf.constant(count))
 
-    return epoch
+    return train
 
 
 def eager_tape_epoch(x, y):
     """The articles' loop: eager GradientTape, Python lists as accumulators."""
     model, optimizer = make_model(), keras.optimizers.SGD(LR)
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(MICRO)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(MICRO)
 
-    def epoch():
-        accumulated = [tf.zeros(v.shape) for v in model.trainable_variables]
-        for step, (xb, yb) in enumerate(ds):
+    def train(epochs):
+        for _ in range(epochs):
+            accumulated = [tf.zeros(v.shape) for v in model.trainable_variables]
+            for step, (xb, yb) in enumerate(dataset):
+                with tf.GradientTape() as tape:
+                    y_pred = model(xb, training=True)
+                    loss = tf.reduce_mean(keras.losses.mean_squared_error(yb, y_pred))
+                grads = tape.gradient(loss, model.trainable_variables)
+                accumulated = [a + g / K for a, g in zip(accumulated, grads)]
+                if (step + 1) % K == 0:
+                    optimizer.apply_gradients(zip(accumulated, model.trainable_variables))
+                    accumulated = [tf.zeros(v.shape) for v in model.trainable_variables]
+
+    return train
+
+
+def floor_epoch(x, y):
+    """The same forward and backward passes in one graph call, no data, no update."""
+    model = make_model()
+    xb, yb = tf.constant(x[:MICRO]), tf.constant(y[:MICRO])
+    steps = len(x) // MICRO
+
+    @tf.function
+    def passes():
+        sums = [tf.zeros_like(v) for v in model.trainable_variables]
+        for _ in tf.range(steps):
             with tf.GradientTape() as tape:
-                loss = tf.reduce_mean(keras.losses.mean_squared_error(yb, model(xb, training=True)))
+                loss = tf.reduce_sum(keras.losses.mean_squared_error(yb, model(xb, training=True)))
             grads = tape.gradient(loss, model.trainable_variables)
-            accumulated = [a + g / K for a, g in zip(accumulated, grads)]
-            if (step + 1) % K == 0:
-                optimizer.apply_gradients(zip(accumulated, model.trainable_variables))
-                accumulated = [tf.zeros(v.shape) for v in model.trainable_variables]
+            sums = [s + g for s, g in zip(sums, grads)]
+        return sums[-1]
 
-    return epoch
+    def train(epochs):
+        for _ in range(epochs):
+            passes().numpy()
+
+    return train
 
 
+GAVIZ = "gaviz AccumulationTrainer (one graph call per update)"
+SHORT_LABELS = ["gaviz", "Keras built-in", "tf.function per micro-batch", "eager loop",
+                "Keras fit, batch 256", "floor (compute only)"]
+KERAS = "Keras Model.fit, gradient_accumulation_steps=8"
+FLOOR = "floor: the same forward/backward passes in one graph call, no data, no updates"
 CONTESTANTS = {
-    "gaviz AccumulationTrainer (one graph call per update)": gaviz_epoch,
-    "Keras Model.fit, gradient_accumulation_steps=8": keras_builtin_epoch,
+    GAVIZ: gaviz_epoch,
+    KERAS: keras_builtin_epoch,
     "tf.function per micro-batch + apply every 8": per_micro_batch_function_epoch,
     "eager GradientTape loop (the articles')": eager_tape_epoch,
     "Keras Model.fit at plain batch 256 (no accumulation)": keras_big_batch_epoch,
+    FLOOR: floor_epoch,
 }
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--out", default=None, help="write the markdown table here too")
+    parser.add_argument("--rounds", type=int, default=21)
+    harness.add_common_arguments(parser, "benchmarks/results/dispatch.json")
     args = parser.parse_args(argv)
+    samples, rounds = (1024, 2) if args.quick else (8192, args.rounds)
+    epochs = 1 if args.quick else EPOCHS_PER_RUN
 
-    x, y = data()
-    epochs = {name: make(x, y) for name, make in CONTESTANTS.items()}
-    for epoch in epochs.values():  # warm-up: tracing and first-call costs excluded
-        epoch()
-    times = {name: [] for name in epochs}
-    names = list(epochs)
-    for round_ in range(args.rounds):
-        shift = round_ % len(names)
-        for name in names[shift:] + names[:shift]:
-            start = time.perf_counter()
-            epochs[name]()
-            times[name].append(time.perf_counter() - start)
-
-    base = statistics.median(times[names[0]])
-    lines = [
-        f"MLP {FEATURES}-256-256-1, {SAMPLES} samples, micro-batch {MICRO}, k={K}, SGD; "
-        f"median of {args.rounds} alternating epochs after one warm-up; "
-        f"TensorFlow {tf.__version__}, Keras {keras.__version__}, {os.cpu_count()} CPU cores, "
-        f"{platform.machine()}.",
-        "",
-        "| trainer | median epoch (ms) | time / gaviz |",
-        "| --- | ---: | ---: |",
+    x, y = data(samples)
+    runs = {name: make(x, y) for name, make in CONTESTANTS.items()}
+    times = harness.alternate({name: partial(run, epochs) for name, run in runs.items()}, rounds)
+    times = {name: [t / epochs for t in run_times] for name, run_times in times.items()}
+    base = harness.median_ms(times[GAVIZ])
+    rows = [[name, harness.median_ms(t), harness.median_ms(t) / base] for name, t in times.items()]
+    keras_ms = harness.median_ms(times[KERAS])
+    floor_ms = harness.median_ms(times[FLOOR])
+    keras_ratio = keras_ms / base
+    micro_batches = samples // MICRO
+    notes = [
+        f"Where gaviz's {base:.0f} ms go: {floor_ms:.0f} ms ({floor_ms / base:.0%}) are the "
+        f"forward and backward passes themselves (the floor row); the other "
+        f"{base - floor_ms:.0f} ms ({(base - floor_ms) / micro_batches * 1000:.0f} µs per "
+        f"micro-batch) pull {micro_batches} micro-batches from tf.data inside the graph, run "
+        f"the window loop and apply {micro_batches // K} updates (one call from Python per update).",
+        f"Keras's built-in spends {(keras_ms - floor_ms) / micro_batches * 1000:.0f} µs per "
+        "micro-batch beyond the arithmetic (one train-function call from Python per "
+        f"micro-batch). No trainer doing the same arithmetic can be more than "
+        f"{keras_ms / floor_ms:.1f}x faster than it here (its time / the floor).",
     ]
-    for name in names:
-        median = statistics.median(times[name])
-        lines.append(f"| {name} | {median * 1000:.0f} | {median / base:.2f}x |")
-    table = "\n".join(lines)
-    print(table)
-    if args.out:
-        with open(args.out, "w") as handle:
-            handle.write("# Trainer benchmark\n\n" + table + "\n")
+    result = harness.write_result(
+        args.json,
+        name="dispatch",
+        title="1. Dispatch-bound: a small MLP, one epoch",
+        setup=(
+            f"MLP {FEATURES}-256-256-1, {samples} samples, micro-batch {MICRO}, k = {K}, SGD; "
+            f"time per epoch: median of {rounds} alternating runs of {epochs} epoch(s) each "
+            "(one fit call per run), after one warm-up run."
+        ),
+        columns=["trainer", "median epoch (ms)", "time / gaviz"],
+        rows=rows,
+        targets=[
+            harness.target("Keras built-in accumulation's time / gaviz's", keras_ratio, 4.0,
+                           "x", at_least=True)
+        ],
+        notes=notes,
+        plot={"labels": SHORT_LABELS, "ms": [r[1] for r in rows]},
+    )
+    for row in result["rows"]:
+        print(f"{row[0]:<80} {row[1]:8.1f} ms {row[2]:6.2f}x")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,208 @@
+"""Turns the benchmarks' JSON results into results.md, results.png and the README's section.
+
+    python benchmarks/report.py [--results benchmarks/results] [--md benchmarks/results.md]
+                                [--png benchmarks/results.png] [--readme README.md]
+
+The README's section lies between the two marker lines below; everything
+else in the README is left as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import textwrap
+
+ORDER = ["dispatch", "compute", "memory", "scaling", "allreduce", "dashboard"]
+README_START = "<!-- benchmarks: start (written by benchmarks/report.py) -->"
+README_END = "<!-- benchmarks: end -->"
+
+
+def load(directory: str) -> list[dict]:
+    """The results in ``directory``, in the issue's order; all must be there."""
+    missing = [n for n in ORDER if not os.path.exists(os.path.join(directory, n + ".json"))]
+    if missing:
+        raise FileNotFoundError(
+            f"No results for {', '.join(missing)} in {directory}: run `make bench` "
+            "(or benchmarks/run.py) first."
+        )
+    results = []
+    for name in ORDER:
+        with open(os.path.join(directory, name + ".json")) as handle:
+            results.append(json.load(handle))
+    return results
+
+
+def cell(value, column: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}" if value >= 10000 else str(value)
+    if "/" in column:
+        return f"{value:.2f}x"
+    if "loss" in column:
+        return f"{value:.6f}"
+    if "seconds" in column or "(s)" in column:
+        return f"{value:.2f}"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.1f}"
+
+
+def table(columns: list[str], rows: list[list]) -> list[str]:
+    aligns = [":---" if i == 0 else "---:" for i in range(len(columns))]
+    lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join(aligns) + " |"]
+    for row in rows:
+        lines.append("| " + " | ".join(cell(v, c) for v, c in zip(row, columns)) + " |")
+    return lines
+
+
+def target_line(t: dict) -> str:
+    sign = ">=" if t["at_least"] else "<="
+    verdict = "met" if t["met"] else "**missed**"
+    return (f"{t['what']}: {t['measured']:.2f}{t['unit']} (target {sign} "
+            f"{t['limit']:g}{t['unit']}): {verdict}")
+
+
+def environment_line(results: list[dict]) -> str:
+    env = results[0]["environment"]
+    gpus = f", {env['gpus']} GPU" if env["gpus"] else ", no GPU"
+    return (f"TensorFlow {env['tensorflow']}, Keras {env['keras']}, Python {env['python']}, "
+            f"{env['cpus']} CPU cores ({env['machine']}){gpus}.")
+
+
+def markdown(results: list[dict], heading: str = "##") -> str:
+    """The tables: a summary of every target, then one section per benchmark."""
+    lines = [environment_line(results), "", f"{heading} Targets", ""]
+    lines += ["| benchmark | target | measured | met |", "| :--- | :--- | ---: | :---: |"]
+    for result in results:
+        for t in result.get("targets", []):
+            sign = ">=" if t["at_least"] else "<="
+            lines.append(
+                f"| {result['title'].split(':')[0]} | {t['what']} {sign} {t['limit']:g}"
+                f"{t['unit']} | {t['measured']:.2f}{t['unit']} | "
+                f"{'yes' if t['met'] else '**no**'} |"
+            )
+    for result in results:
+        lines += ["", f"{heading} {result['title']}", "", result["setup"], ""]
+        lines += table(result["columns"], result["rows"])
+        extra = [target_line(t) for t in result.get("targets", [])] + result.get("notes", [])
+        if extra:
+            lines.append("")
+            lines += [f"- {line}" for line in extra]
+    return "\n".join(lines) + "\n"
+
+
+def figure(results: list[dict], path: str):
+    """results.png: one panel per measurement."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_name = {r["name"]: r["plot"] for r in results}
+    fig, axes = plt.subplots(2, 4, figsize=(20, 8.5))
+    (dispatch, compute, memory, dashboard), (time_k, loss_k, allreduce, spare) = axes
+    spare.axis("off")
+    verdicts = [
+        f"{'met' if t['met'] else 'MISSED'}: {r['title'].split(':')[0]}, "
+        f"{t['measured']:.2f}{t['unit']} ({'>=' if t['at_least'] else '<='} "
+        f"{t['limit']:g}{t['unit']})"
+        for r in results for t in r.get("targets", [])
+    ]
+    spare.text(0, 1, "Targets\n\n" + "\n".join(textwrap.fill(v, 36, subsequent_indent="   ")
+                                                for v in verdicts),
+               va="top", family="monospace", fontsize=9, transform=spare.transAxes)
+
+    def bars(ax, labels, values, unit, title, highlight=0):
+        colors = ["tab:blue" if i == highlight else "tab:gray" for i in range(len(values))]
+        ax.barh(range(len(values)), values, color=colors)
+        ax.set_yticks(range(len(values)), labels)
+        ax.invert_yaxis()
+        ax.set_xlabel(unit)
+        ax.set_title(title)
+        for i, v in enumerate(values):
+            ax.text(v, i, f" {v:.0f}" if v >= 10 else f" {v:.1f}", va="center", fontsize=8)
+        ax.margins(x=0.2)
+
+    p = by_name["dispatch"]
+    bars(dispatch, p["labels"], p["ms"], "ms per epoch (log)", "1. Dispatch-bound MLP")
+    dispatch.set_xscale("log")
+    p = by_name["compute"]
+    bars(compute, p["labels"], p["ms"], "ms per epoch", "2. Compute-bound CNN")
+    p = by_name["memory"]
+    bars(memory, p["labels"], p["mib"], "peak growth (MiB)", "3. Peak memory in an epoch")
+    memory.axvline(p["mib"][1] + 1.5 * p["parameter_mib"], color="tab:red", ls="--", lw=1,
+                   label="plain batch 32 + 1.5 x parameters")
+    memory.legend(fontsize=8, loc="lower right")
+    p = by_name["dashboard"]
+    bars(dashboard, ["first point", "all four runs"],
+         [sorted(p["first"])[len(p["first"]) // 2], sorted(p["total"])[len(p["total"]) // 2]],
+         "seconds after Run", "5. Dashboard, k in {1, 2, 4, 8}")
+
+    p = by_name["scaling"]
+    for series, label, style in (("fixed_effective", "fixed effective batch 256", "o-"),
+                                 ("fixed_micro", "fixed micro-batch 32", "s--")):
+        time_k.plot(p[series]["k"], p[series]["ms"], style, label=label)
+        loss_k.plot(p[series]["k"], p[series]["loss"], style, label=label)
+    for ax, ylabel, title in ((time_k, "ms per epoch", "4. Time per epoch against k"),
+                              (loss_k, "final loss (MSE)", "4. Final loss against k")):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(p["fixed_micro"]["k"], [str(k) for k in p["fixed_micro"]["k"]])
+        ax.set_xlabel("accumulation_steps k")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+        ax.grid(True, alpha=0.3)
+    p = by_name["allreduce"]
+    allreduce.plot(p["k"], p["per_update_ms"], "o-", label="one all-reduce per update (gaviz)")
+    allreduce.plot(p["k"], p["per_micro_step_ms"], "s--", label="one all-reduce per micro-step")
+    allreduce.set_xscale("log", base=2)
+    allreduce.set_xticks(p["k"], [str(k) for k in p["k"]])
+    allreduce.set_xlabel("accumulation_steps k")
+    allreduce.set_ylabel("ms per epoch")
+    allreduce.set_title("4. Two logical CPUs, MirroredStrategy")
+    allreduce.legend(fontsize=8)
+    allreduce.grid(True, alpha=0.3)
+
+    fig.suptitle("gaviz benchmarks: " + environment_line(results), fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def update_readme(path: str, section: str):
+    with open(path) as handle:
+        text = handle.read()
+    if README_START not in text or README_END not in text:
+        raise ValueError(f"{path} has no benchmark markers ({README_START!r} ... {README_END!r})")
+    head, rest = text.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    with open(path, "w") as handle:
+        handle.write(head + README_START + "\n" + section + README_END + tail)
+
+
+def readme_section(results: list[dict]) -> str:
+    return ("![benchmark plots](benchmarks/results.png)\n\n"
+            + markdown(results, heading="###"))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", default="benchmarks/results")
+    parser.add_argument("--md", default="benchmarks/results.md")
+    parser.add_argument("--png", default="benchmarks/results.png")
+    parser.add_argument("--readme", default="README.md", help="'' to leave the README alone")
+    args = parser.parse_args(argv)
+    results = load(args.results)
+    with open(args.md, "w") as handle:
+        handle.write("# gaviz benchmarks\n\nWritten by `make bench` (benchmarks/report.py); "
+                     "plots in results.png, raw figures in results/*.json.\n\n")
+        handle.write(markdown(results))
+    figure(results, args.png)
+    if args.readme:
+        update_readme(args.readme, readme_section(results))
+    print(f"wrote {args.md} and {args.png}" + (f", updated {args.readme}" if args.readme else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Runs every benchmark, each in its own process, then writes the report.
+
+    python benchmarks/run.py            # what `make bench` runs (~10 minutes)
+    python benchmarks/run.py --quick --results /tmp/r --md /tmp/r/results.md \
+        --png /tmp/r/results.png --readme ''   # what the tests run
+
+A fresh process per benchmark keeps them from sharing caches, thread pools
+or allocator state (bench_allreduce.py also needs two logical devices set up
+before TensorFlow starts; bench_memory.py starts one process per
+configuration of its own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import report
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks, not figures")
+    parser.add_argument("--results", default="benchmarks/results")
+    parser.add_argument("--md", default="benchmarks/results.md")
+    parser.add_argument("--png", default="benchmarks/results.png")
+    parser.add_argument("--readme", default="README.md", help="'' to leave the README alone")
+    parser.add_argument("--only", nargs="*", default=report.ORDER, choices=report.ORDER,
+                        help="run only these (the report still needs all results)")
+    args = parser.parse_args(argv)
+
+    for name in args.only:
+        command = [sys.executable, os.path.join(HERE, f"bench_{name}.py"),
+                   "--json", os.path.join(args.results, name + ".json")]
+        if args.quick:
+            command.append("--quick")
+        print(f"== {name}", flush=True)
+        start = time.perf_counter()
+        subprocess.run(command, check=True)
+        print(f"   ({time.perf_counter() - start:.0f} s)", flush=True)
+    report.main(["--results", args.results, "--md", args.md, "--png", args.png,
+                 "--readme", args.readme])
+
+
+if __name__ == "__main__":
+    main()
