@@ -96,6 +96,16 @@ def test_report_names_missing_results(tmp_path):
         report.load(str(tmp_path))
 
 
+def test_committed_report_and_readme_match_the_committed_results():
+    results = report.load(str(BENCHMARKS / "results"))
+    assert report.markdown(results) in (BENCHMARKS / "results.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split(report.README_START, 1)[1].split(report.README_END, 1)[0]
+    assert section.strip() == report.readme_section(results).strip()
+    assert (BENCHMARKS / "results.png").stat().st_size > 10_000
+    assert not any(r["quick"] for r in results), "the committed results are from --quick"
+
+
 def memory_growth(configuration: str) -> dict:
     """One configuration of bench_memory.py (--quick), in a fresh process.
 
