@@ -28,7 +28,10 @@ class AccumulationTrainer(tf.Module):
     A window is consumed inside one ``tf.function`` call: the graph pulls up to
     ``accumulation_steps`` micro-batches from the dataset iterator, adds their
     summed gradients into float32 running sums, and applies the update. The
-    Python loop in ``fit`` only runs once per update.
+    Python loop in ``fit`` only runs once per update. Micro-steps run one after
+    another, never overlapping, so one micro-batch's activations are alive at a
+    time: the peak memory is plain training's on one micro-batch plus the
+    window's sums, about one copy of the weights (benchmarks/bench_memory.py).
 
     Counters (``tf.Variable``s, so they live in the graph and in checkpoints):
     ``optimizer.iterations`` counts updates applied (learning-rate schedules
