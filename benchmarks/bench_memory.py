@@ -124,14 +124,11 @@ def measure(name, samples, width=WIDTH):
     epoch()  # warm-up: tracing, optimizer slots, first-call allocations
     device = "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
     gc.collect()
-    tf.config.experimental.reset_memory_stats(device)
-    baseline = tf.config.experimental.get_memory_info(device)["current"]
-    epoch()
-    peak = tf.config.experimental.get_memory_info(device)["peak"]
+    _, report = gaviz.measure_peak_memory(epoch, device=device)
     sizes = [(int(np.prod(v.shape)), tf.as_dtype(v.dtype).size) for v in model.trainable_variables]
     return {
-        "name": name, "device": device, "baseline_bytes": baseline,
-        "growth_bytes": peak - baseline,
+        "name": name, "device": device, "baseline_bytes": report.baseline_bytes,
+        "growth_bytes": report.growth_bytes,
         "parameters": sum(n for n, _ in sizes),
         "parameter_bytes": sum(n * itemsize for n, itemsize in sizes),
     }

@@ -131,12 +131,12 @@ def figure(results: list[dict], path: str):
     bars(compute, p["labels"], p["ms"], "ms per epoch", "2. Compute-bound CNN")
     p = by_name["memory"]
     bars(memory, p["labels"], p["mib"], "peak growth (MiB)", "3. Peak memory in an epoch")
+    # bench_memory.py lists plain batch 32, the reference, second.
     memory.axvline(p["mib"][1] + 1.5 * p["parameter_mib"], color="tab:red", ls="--", lw=1,
                    label="plain batch 32 + 1.5 x parameters")
     memory.legend(fontsize=8, loc="lower right")
-    p = by_name["dashboard"]
-    bars(dashboard, ["first point", "all four runs"],
-         [sorted(p["first"])[len(p["first"]) // 2], sorted(p["total"])[len(p["total"]) // 2]],
+    rows = next(r["rows"] for r in results if r["name"] == "dashboard")  # the medians
+    bars(dashboard, ["first point", "all four runs"], [row[1] for row in rows],
          "seconds after Run", "5. Dashboard, k in {1, 2, 4, 8}")
 
     p = by_name["scaling"]

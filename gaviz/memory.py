@@ -4,6 +4,8 @@ On a GPU: TensorFlow's allocator statistics (``get_memory_info``'s peak,
 reset first). On the CPU: the process's resident memory, sampled from a
 background thread while the work runs, minus what it was before. The same
 call works on both, like the trainer, which places nothing explicitly.
+``device="CPU:0"`` reads the CPU allocator's statistics instead (what
+benchmarks/bench_memory.py uses): only TensorFlow's tensors, but exactly.
 
 On the CPU, freed memory often stays resident (oneDNN's caches, the C
 library keeping large freed blocks for reuse), so a second measurement in
@@ -55,11 +57,24 @@ def _rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def measure_peak_memory(work, *args, interval: float = 0.002, **kwargs):
-    """Runs ``work(*args, **kwargs)``; returns ``(its result, MemoryReport)``."""
-    gpus = tf.config.list_logical_devices("GPU")
-    if gpus:
+def measure_peak_memory(
+    work, *args, interval: float = 0.002, device: str | None = None, **kwargs
+):
+    """Runs ``work(*args, **kwargs)``; returns ``(its result, MemoryReport)``.
+
+    Args:
+        work: the function to measure.
+        interval: seconds between resident-memory samples (CPU default only).
+        device: ``None`` measures the first GPU's allocator if there is a GPU,
+            else the process's resident memory (everything: tensors, NumPy,
+            Python). A device name such as ``"CPU:0"`` or ``"GPU:0"`` reads
+            that device's TensorFlow allocator statistics instead: tensors
+            only, but exact, with no sampling, and not hidden by freed memory
+            the process keeps (a second measurement in one process is fine).
+    """
+    if device is None and tf.config.list_logical_devices("GPU"):
         device = "GPU:0"
+    if device is not None:
         tf.config.experimental.reset_memory_stats(device)
         baseline = tf.config.experimental.get_memory_info(device)["current"]
         result = work(*args, **kwargs)

@@ -84,3 +84,18 @@ def test_peak_memory_sees_an_allocation():
     assert report.device == "CPU"
     assert 150 * 2**20 < report.growth_bytes < 600 * 2**20
     assert "MiB" in str(report)
+
+
+def test_peak_memory_reads_the_cpu_allocator_when_asked():
+    @tf.function
+    def allocate(n):
+        block = tf.ones((n,), tf.float32)  # n * 4 bytes, alive until the sum is taken
+        return tf.reduce_sum(block)
+
+    megabytes = 64
+    n = tf.constant(megabytes * 2**20 // 4)
+    for _ in range(2):  # a second measurement in the same process sees it again
+        total, report = gaviz.measure_peak_memory(allocate, n, device="CPU:0")
+        assert float(total) == megabytes * 2**20 // 4
+        assert report.device == "CPU:0"
+        assert megabytes * 2**20 <= report.growth_bytes < 1.1 * megabytes * 2**20
