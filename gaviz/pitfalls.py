@@ -54,7 +54,7 @@ class MissingNormalization(AccumulationTrainer):
         # PITFALL: each micro-batch contributes its mean loss...
         return tf.math.divide_no_nan(loss_sum, normalizer), 1.0
 
-    def _window_divisor(self, normalizer):
+    def _window_divisor(self, normalizer, micro_steps):
         # PITFALL: ...and the window's sum of means is never divided.
         return tf.ones_like(normalizer)
 
@@ -200,6 +200,46 @@ class RegularizerEveryMicroStep(AccumulationTrainer):
         return penalty * times, None if grads is None else [g * times for g in grads]
 
 
+class UnderScaledTail(AccumulationTrainer):
+    """A partial window is divided as if it were full: its update is too small.
+
+    Symptom: the update of the partial window at the end of an epoch is
+    ``m / k`` of what it should be (``m`` micro-batches of ``k``); nothing
+    else changes.
+    Cause: dividing every window by ``accumulation_steps`` (``loss / k`` on
+    each micro-batch's mean), whatever its length: what Hugging Face
+    Accelerate and PyTorch Lightning do with the last window of an epoch.
+    Fix: divide the window by what it holds (its own sample count).
+    Detect: with SGD, equal to the exact trainer on full windows; the tail's
+    update is exactly ``m / k`` times the exact one.
+    """
+
+    def _window_divisor(self, normalizer, micro_steps):
+        # PITFALL: the divisor of a full window, whatever this one holds.
+        full = tf.cast(self.accumulation_steps, normalizer.dtype)
+        return normalizer * full / tf.cast(tf.maximum(micro_steps, 1), normalizer.dtype)
+
+
+class CarriedTail(AccumulationTrainer):
+    """The partial window at the end of an epoch is continued into the next one.
+
+    Symptom: an epoch's last micro-batches are applied together with the next
+    epoch's first ones; windows straddle epochs, so "one update per window of
+    this epoch" no longer holds, and a run's last partial window is never
+    applied at all.
+    Cause: a micro-step counter that is never reset at the end of an epoch:
+    what Keras's built-in ``gradient_accumulation_steps`` does.
+    Fix: flush the partial window at the end of the epoch (``tail="flush"``).
+    Detect: over two epochs the updates differ from the exact trainer's from
+    the first window that straddles the epoch boundary.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.pop("tail", None)
+        # PITFALL: the partial window waits for the next epoch.
+        super().__init__(*args, tail="carry", **kwargs)
+
+
 PITFALLS = {
     "missing_reset": MissingReset,
     "missing_normalization": MissingNormalization,
@@ -209,4 +249,6 @@ PITFALLS = {
     "mean_of_means": MeanOfMeans,
     "per_micro_batch_clipping": PerMicroBatchClipping,
     "regularizer_every_micro_step": RegularizerEveryMicroStep,
+    "under_scaled_tail": UnderScaledTail,
+    "carried_tail": CarriedTail,
 }

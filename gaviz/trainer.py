@@ -254,8 +254,9 @@ class AccumulationTrainer(tf.Module):
         local = tf.nest.map_structure(tf.identity, (grads, loss_sum, count, normalizer))
         return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, local)
 
-    def _window_divisor(self, normalizer):
+    def _window_divisor(self, normalizer, micro_steps):
         """What the window's sums are divided by (exact: its normalizer)."""
+        del micro_steps  # the exact divisor does not depend on the window's length
         return normalizer
 
     def _regularization(self, micro_steps):
@@ -327,7 +328,7 @@ class AccumulationTrainer(tf.Module):
         due = full or (exhausted and self.tail == "flush" and count > 0)
 
         penalty, reg_grads = self._regularization(steps)
-        divisor = self._window_divisor(normalizer)
+        divisor = self._window_divisor(normalizer, steps)
         loss = tf.math.divide_no_nan(loss_sum, divisor) + penalty
         final = window.finish_gradients(grads, divisor, reg_grads)
         if self._loss_scaled:

@@ -54,7 +54,7 @@ def test_gallery_names_and_labels():
     assert set(PITFALLS) == {
         "missing_reset", "missing_normalization", "dropped_tail", "update_every_micro_step",
         "zeroed_weights", "mean_of_means", "per_micro_batch_clipping",
-        "regularizer_every_micro_step",
+        "regularizer_every_micro_step", "under_scaled_tail", "carried_tail",
     }
     for cls in PITFALLS.values():
         assert issubclass(cls, gaviz.AccumulationTrainer)
@@ -227,3 +227,20 @@ def test_final_distance_sees_a_dropped_tail(regression_data):
     assert max(result.weight_distance) == 0.0
     # ...but the runs end apart: the exact one applied the tail.
     assert result.final_weight_distance > 1e-3
+
+
+def test_under_scaled_tail_shrinks_only_the_partial_window(regression_data):
+    x, y = regression_data
+    micro = micro_batches(x, y, [8] * 12 + [4])  # k=4: three full windows, a 1-micro-batch tail
+    result = compare("under_scaled_tail", micro)
+    ratios = np.array(result.update_norms) / np.array(result.exact_update_norms)
+    np.testing.assert_allclose(ratios, [1, 1, 1, 1 / K], rtol=1e-4)
+
+
+def test_carried_tail_straddles_the_epoch_boundary(regression_data):
+    x, y = regression_data
+    micro = micro_batches(x, y, [8] * 12 + [4])  # 13 micro-batches: 6 full windows in 2 epochs
+    result = compare("carried_tail", micro, epochs=2)
+    assert len(result.loss) == 6 and len(result.exact_loss) == 8
+    assert max(result.weight_distance[:3]) == 0.0  # the first epoch's full windows agree
+    assert result.weight_distance[3] > 1e-4  # the 4th window mixes both epochs
