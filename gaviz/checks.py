@@ -19,6 +19,52 @@ def check_positive_int(name, value):
     return int(value)
 
 
+def check_accumulation_steps(value):
+    """An int >= 1, or a callable ``epoch -> int`` (checked when it is read)."""
+    if callable(value) and not isinstance(value, type):
+        return value
+    return check_positive_int("accumulation_steps", value)
+
+
+def check_windows_per_call(value):
+    if value == "auto":
+        return value
+    try:
+        return check_positive_int("windows_per_call", value)
+    except ValueError:
+        raise ValueError(
+            "`windows_per_call` must be an integer >= 1 or \"auto\". Received: "
+            f"windows_per_call={value!r}"
+        ) from None
+
+
+def check_single_replica(trainer_class, strategy):
+    """The pitfalls are teaching tools for one device: refuse several replicas."""
+    if trainer_class.single_replica_only and strategy.num_replicas_in_sync > 1:
+        raise ValueError(
+            f"`strategy` must have one replica for {trainer_class.__name__}: the pitfall "
+            "gallery shows its mistakes on one device. Received a "
+            f"{type(strategy).__name__} with {strategy.num_replicas_in_sync} replicas; "
+            "use gaviz.AccumulationTrainer under tf.distribute."
+        )
+
+
+def check_callbacks(on_update):
+    """``on_update`` as a list of callables (None: none)."""
+    if on_update is None:
+        return []
+    if callable(on_update):
+        return [on_update]
+    callbacks = list(on_update)
+    for callback in callbacks:
+        if not callable(callback):
+            raise TypeError(
+                f"`on_update` must be a callable or a list of callables. Received an "
+                f"element {callback!r}"
+            )
+    return callbacks
+
+
 def check_strategy(strategy, model):
     """Returns the strategy to use: ``strategy`` or the one in scope.
 
@@ -87,6 +133,19 @@ def check_dataset(dataset):
             "`dataset` elements must be tuples (x, y) or (x, y, sample_weight). "
             f"Received: element_spec={spec}"
         )
+
+
+def check_loss_on(loss_fn, y, y_pred):
+    """Runs the per-sample loss on one eager micro-batch and checks its shapes."""
+    check_targets(y, y_pred, None)
+    try:
+        losses = loss_fn(y, y_pred)
+    except Exception as error:  # the loss's own message, with our context
+        raise ValueError(
+            f"`loss` failed on the first micro-batch: targets of shape "
+            f"{tuple(y.shape)}, model outputs of shape {tuple(y_pred.shape)}: {error}"
+        ) from error
+    check_targets(y, y_pred, losses)
 
 
 def check_targets(y, y_pred, per_sample_losses):

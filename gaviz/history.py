@@ -18,7 +18,10 @@ class Update:
         micro_steps: micro-batches in this update's window (``accumulation_steps``
             except for a partial window).
         samples_seen: samples of all windows applied so far in the run.
-        seconds: wall time since the run started.
+        seconds: wall time since the run started (when the graph call that
+            applied the update returned).
+        accumulation_steps: the window's k (the schedule's value when
+            ``accumulation_steps`` is a callable).
     """
 
     update: int
@@ -28,6 +31,7 @@ class Update:
     micro_steps: int
     samples_seen: int
     seconds: float
+    accumulation_steps: int = 0
 
 
 @dataclass
@@ -68,3 +72,33 @@ class History:
     @property
     def seconds(self) -> list[float]:
         return [u.seconds for u in self.updates]
+
+    @property
+    def accumulation_steps(self) -> list[int]:
+        return [u.accumulation_steps for u in self.updates]
+
+
+class NonFiniteUpdate(FloatingPointError):
+    """A window's loss or gradient was not finite, so its update was not applied.
+
+    The weights are those after update ``update - 1`` and the window was
+    discarded: the trainer can go on.
+
+    Attributes:
+        update: the number the update would have had in its ``fit`` call.
+        epoch: the epoch in which its window ended.
+        loss: the window's loss (nan or inf, or finite with a non-finite gradient).
+        iterations: ``optimizer.iterations`` when it was raised.
+    """
+
+    def __init__(self, update: int, epoch: int, loss: float, iterations: int):
+        self.update, self.epoch, self.loss, self.iterations = update, epoch, loss, iterations
+        super().__init__(
+            f"Update {update} (epoch {epoch}) has a non-finite loss or gradient "
+            f"(loss={loss}; optimizer.iterations={iterations} before it). It was not "
+            f"applied: the weights are those after update {update - 1}, and its window "
+            "was discarded. Lower the learning rate or check the data."
+        )
+
+    def __reduce__(self):  # picklable, like other exceptions
+        return type(self), (self.update, self.epoch, self.loss, self.iterations)

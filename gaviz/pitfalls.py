@@ -1,12 +1,13 @@
 """The pitfall gallery: the exact trainer with one classic mistake each.
 
-They are teaching tools for one device: under ``tf.distribute`` use the
-exact trainer.
-
 Every class here is :class:`gaviz.AccumulationTrainer` with one labelled
 change (search for ``# PITFALL:``), the same constructor and the same
-``fit``. They exist to be watched going wrong: measure one against the exact
-trainer with :func:`gaviz.compare_with_exact`.
+``fit``. Where the mistake is arithmetic, the change is a different
+:class:`~gaviz.rules.Rule`; where it is about state, it is one of the
+trainer's documented hooks. They exist to be watched going wrong: measure
+one against the exact trainer with :func:`gaviz.compare_with_exact`, or name
+it with :func:`gaviz.diagnose`. They are teaching tools for one device:
+constructed with a multi-replica strategy, each raises ``ValueError``.
 
 ``PITFALLS`` maps each pitfall's name to its class.
 """
@@ -15,30 +16,65 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from gaviz import window
+from gaviz.rules import Rule
 from gaviz.trainer import AccumulationTrainer
+from gaviz.window import WindowSums
 
 
-class MissingReset(AccumulationTrainer):
+def mean_contribution(micro: WindowSums) -> WindowSums:
+    """A micro-batch's mean loss and gradient, counted as one unit of the window."""
+    n = micro.normalizer
+    return WindowSums(
+        [tf.math.divide_no_nan(g, tf.cast(n, g.dtype)) for g in micro.gradients],
+        tf.math.divide_no_nan(micro.loss_sum, n),
+        micro.sample_count,
+        tf.ones_like(n),
+    )
+
+
+def no_divisor(normalizer, micro_steps, accumulation_steps):
+    """Divides by one: the window's sum is used as it is."""
+    del micro_steps, accumulation_steps
+    return tf.ones_like(normalizer)
+
+
+def full_window_divisor(normalizer, micro_steps, accumulation_steps):
+    """The count a full window of micro-batches this size would have."""
+    full = tf.cast(accumulation_steps, normalizer.dtype)
+    return normalizer * full / tf.cast(tf.maximum(micro_steps, 1), normalizer.dtype)
+
+
+def once_per_micro_step(micro_steps):
+    return tf.cast(micro_steps, tf.float32)
+
+
+class _Pitfall(AccumulationTrainer):
+    """Common to the gallery: one device only."""
+
+    single_replica_only = True
+
+
+class MissingReset(_Pitfall):
     """Accumulators are never zeroed after an update.
 
     Symptom: updates grow with every window; the loss falls, then diverges.
     Cause: window t applies the sum of the gradients of windows 1..t.
-    Fix: zero the accumulators after each update (``_reset``).
+    Fix: zero the accumulators after each update.
     Detect: the norm of successive updates grows with the update count, even
     at a tiny learning rate
     (``tests/test_pitfalls.py::test_missing_reset_updates_grow_with_the_update_count``).
     """
 
-    _keep_accumulators = True  # the sums must survive from window to window
+    window_sums_outlive_updates = True  # the gradients survive from window to window
 
-    def _reset(self, sums):
-        # PITFALL: accumulators never reset: they keep the sum; only counters restart.
-        self._reset_counters()
-        for accumulator, grad in zip(self.accumulators, sums[0]):
-            accumulator.assign(grad)
+    def next_window(self, sums):
+        fresh = super().next_window(sums)
+        # PITFALL: the gradient accumulators are never zeroed (only the counts are).
+        return fresh._replace(gradients=sums.gradients)
 
 
-class MissingNormalization(AccumulationTrainer):
+class MissingNormalization(_Pitfall):
     """Micro-batch mean losses are summed, never divided by ``accumulation_steps``.
 
     Symptom: training as if the learning rate were ``accumulation_steps``
@@ -50,16 +86,11 @@ class MissingNormalization(AccumulationTrainer):
     the exact one.
     """
 
-    def _micro_objective(self, loss_sum, normalizer):
-        # PITFALL: each micro-batch contributes its mean loss...
-        return tf.math.divide_no_nan(loss_sum, normalizer), 1.0
-
-    def _window_divisor(self, normalizer, micro_steps):
-        # PITFALL: ...and the window's sum of means is never divided.
-        return tf.ones_like(normalizer)
+    # PITFALL: micro-batch means are summed, and the sum is never divided.
+    rule = Rule(contribution=mean_contribution, divisor=no_divisor)
 
 
-class DroppedTail(AccumulationTrainer):
+class DroppedTail(_Pitfall):
     """The partial window at the end of each epoch is silently discarded.
 
     Symptom: the micro-batches after the last full window (``ceil(N / b) mod
@@ -72,13 +103,17 @@ class DroppedTail(AccumulationTrainer):
     Detect: change the tail samples: the weights do not change.
     """
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        # PITFALL: whatever `tail` says, partial windows are thrown away.
-        self.tail = "drop"
+    def __init__(self, model, optimizer, loss, accumulation_steps, tail="drop", **kwargs):
+        if tail != "drop":
+            raise ValueError(
+                f"`tail` must be \"drop\" for DroppedTail: dropping the tail is its "
+                f"mistake. Received: tail={tail!r}"
+            )
+        # PITFALL: whatever the epoch's end holds, the partial window is thrown away.
+        super().__init__(model, optimizer, loss, accumulation_steps, tail="drop", **kwargs)
 
 
-class UpdateEveryMicroStep(AccumulationTrainer):
+class UpdateEveryMicroStep(_Pitfall):
     """Gradients are applied on every micro-batch as well as at the window's end.
 
     Symptom: ``optimizer.iterations`` grows k+1 times per window; training
@@ -90,18 +125,14 @@ class UpdateEveryMicroStep(AccumulationTrainer):
     window moves the weights about k+1 times as far as the exact one.
     """
 
-    def _micro_step(self, element):
-        grads, objective, count, normalizer = super()._micro_step(element)
+    def on_micro_batch(self, micro):
         # PITFALL: the micro-batch's own mean gradient is applied at once, too.
-        self._apply([tf.math.divide_no_nan(g, normalizer) for g in grads])
-        return grads, objective, count, normalizer
+        self._apply(window.finish(micro.gradients, micro.normalizer))
+        return micro
 
 
-class ZeroedWeights(MissingReset):
+class ZeroedWeights(_Pitfall):
     """The "reset" zeroes the model's variables instead of the accumulators.
-
-    (So the accumulators are not reset either: it is :class:`MissingReset`
-    with the weights wiped as well.)
 
     Symptom: the loss jumps back to that of an all-zero model after every
     update; nothing is learned.
@@ -111,14 +142,14 @@ class ZeroedWeights(MissingReset):
     Detect: every weight is exactly zero after an update.
     """
 
-    def _reset(self, sums):
-        # PITFALL: zeroes the model's weights; the accumulators keep their sums.
+    def next_window(self, sums):
+        # PITFALL: the reset zeroes the model's weights.
         for variable in self.model.trainable_variables:
             variable.assign(tf.zeros(variable.shape, dtype=variable.dtype))
-        super()._reset(sums)
+        return super().next_window(sums)
 
 
-class MeanOfMeans(AccumulationTrainer):
+class MeanOfMeans(_Pitfall):
     """Each micro-batch is normalized by its own size, then the means are averaged.
 
     Symptom: nothing visible with equal micro-batches; with ragged ones (a
@@ -132,12 +163,11 @@ class MeanOfMeans(AccumulationTrainer):
     ragged ones.
     """
 
-    def _micro_objective(self, loss_sum, normalizer):
-        # PITFALL: the micro-batch's mean, counted as one unit of the window.
-        return tf.math.divide_no_nan(loss_sum, normalizer), 1.0
+    # PITFALL: each micro-batch's mean counts as one unit; the window averages them.
+    rule = Rule(contribution=mean_contribution)
 
 
-class PerMicroBatchClipping(AccumulationTrainer):
+class PerMicroBatchClipping(_Pitfall):
     """Each micro-batch's gradient is clipped instead of the accumulated one.
 
     Needs an optimizer with ``global_clipnorm``, ``clipnorm`` or ``clipvalue``.
@@ -151,37 +181,21 @@ class PerMicroBatchClipping(AccumulationTrainer):
     gradients, whose norm is below the clip norm.
     """
 
+    # PITFALL: the micro-batch's mean gradient is clipped before accumulation.
+    rule = Rule(clip_micro_batches=True)
+
     def __init__(self, model, optimizer, *args, **kwargs):
-        super().__init__(model, optimizer, *args, **kwargs)
-        clip = {
-            "global_clipnorm": getattr(optimizer, "global_clipnorm", None),
-            "clipnorm": getattr(optimizer, "clipnorm", None),
-            "clipvalue": getattr(optimizer, "clipvalue", None),
-        }
-        clip = {key: value for key, value in clip.items() if value is not None}
-        if not clip:
+        clips = ("global_clipnorm", "clipnorm", "clipvalue")
+        if not any(getattr(optimizer, name, None) for name in clips):
             raise ValueError(
                 "`optimizer` must clip (global_clipnorm, clipnorm or clipvalue) for "
                 "PerMicroBatchClipping to show anything. Received an optimizer without "
                 "clipping."
             )
-        self._clip_kind, self._clip_value = next(iter(clip.items()))
-
-    def _clip(self, grads):
-        if self._clip_kind == "global_clipnorm":
-            return tf.clip_by_global_norm(grads, self._clip_value)[0]
-        if self._clip_kind == "clipnorm":
-            return [tf.clip_by_norm(g, self._clip_value) for g in grads]
-        return [tf.clip_by_value(g, -self._clip_value, self._clip_value) for g in grads]
-
-    def _micro_gradients(self, x, y, sample_weight):
-        grads, objective, count, normalizer = super()._micro_gradients(x, y, sample_weight)
-        # PITFALL: the micro-batch's mean gradient is clipped before accumulation.
-        mean = [tf.math.divide_no_nan(g, normalizer) for g in grads]
-        return [g * normalizer for g in self._clip(mean)], objective, count, normalizer
+        super().__init__(model, optimizer, *args, **kwargs)
 
 
-class RegularizerEveryMicroStep(AccumulationTrainer):
+class RegularizerEveryMicroStep(_Pitfall):
     """``model.losses`` is added to every micro-batch's loss: k times per update.
 
     Symptom: weight decay ``accumulation_steps`` times stronger than asked;
@@ -193,14 +207,11 @@ class RegularizerEveryMicroStep(AccumulationTrainer):
     ``(k - 1) * lr * grad(penalty)`` at the initial weights.
     """
 
-    def _regularization(self, micro_steps):
-        penalty, grads = super()._regularization(micro_steps)
-        # PITFALL: one penalty per micro-step in the window, not one per update.
-        times = tf.cast(micro_steps, tf.float32)
-        return penalty * times, None if grads is None else [g * times for g in grads]
+    # PITFALL: one penalty per micro-step in the window, not one per update.
+    rule = Rule(penalty_times=once_per_micro_step)
 
 
-class UnderScaledTail(AccumulationTrainer):
+class UnderScaledTail(_Pitfall):
     """A partial window is divided as if it were full: its update is too small.
 
     Symptom: the update of the partial window at the end of an epoch is
@@ -214,13 +225,11 @@ class UnderScaledTail(AccumulationTrainer):
     update is exactly ``m / k`` times the exact one.
     """
 
-    def _window_divisor(self, normalizer, micro_steps):
-        # PITFALL: the divisor of a full window, whatever this one holds.
-        full = tf.cast(self.accumulation_steps, normalizer.dtype)
-        return normalizer * full / tf.cast(tf.maximum(micro_steps, 1), normalizer.dtype)
+    # PITFALL: the divisor of a full window, whatever this one holds.
+    rule = Rule(divisor=full_window_divisor)
 
 
-class CarriedTail(AccumulationTrainer):
+class CarriedTail(_Pitfall):
     """The partial window at the end of an epoch is continued into the next one.
 
     Symptom: an epoch's last micro-batches are applied together with the next
@@ -234,10 +243,14 @@ class CarriedTail(AccumulationTrainer):
     the first window that straddles the epoch boundary.
     """
 
-    def __init__(self, *args, **kwargs):
-        kwargs.pop("tail", None)
+    def __init__(self, model, optimizer, loss, accumulation_steps, tail="carry", **kwargs):
+        if tail != "carry":
+            raise ValueError(
+                f"`tail` must be \"carry\" for CarriedTail: carrying the tail is its "
+                f"mistake. Received: tail={tail!r}"
+            )
         # PITFALL: the partial window waits for the next epoch.
-        super().__init__(*args, tail="carry", **kwargs)
+        super().__init__(model, optimizer, loss, accumulation_steps, tail="carry", **kwargs)
 
 
 PITFALLS = {

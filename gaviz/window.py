@@ -12,13 +12,117 @@ division, ragged micro-batches and a partial window at the end of an epoch
 are normalized exactly; dividing each micro-batch by its own size and then
 averaging (the "mean of means") is not.
 
-Nothing here owns a variable: the trainer keeps the running sums in
-``tf.Variable``s and calls these functions on their values.
+Nothing here owns a variable or knows about datasets, replicas or Python
+loops: :class:`WindowSums` travels through the trainer's graph as loop
+values, and these functions add to it and finish it.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import tensorflow as tf
+
+
+class WindowSums(NamedTuple):
+    """The running sums of a window, or what one micro-batch adds to them.
+
+    Attributes:
+        gradients: per trainable variable, the summed gradient of the summed
+            loss (float32, float64 for float64 variables).
+        loss_sum: the summed weighted loss, a float32 scalar.
+        sample_count: loss elements (samples, tokens, pixels), float32.
+        normalizer: what the window will be divided by: ``sample_count``, or
+            the total sample weight with ``normalize="weights"``.
+    """
+
+    gradients: list
+    loss_sum: tf.Tensor
+    sample_count: tf.Tensor
+    normalizer: tf.Tensor
+
+
+class WindowResult(NamedTuple):
+    """What one window reports to the Python loop (one row per window).
+
+    Attributes:
+        applied: an update was applied (not skipped by loss scaling).
+        due: the window was complete, or a flushed partial window.
+        finite: its loss and gradient were finite.
+        exhausted: the dataset ran out during this window.
+        loss: the window's loss: summed loss / divisor + weight regularization.
+        sample_count: samples (loss elements) in the window.
+        micro_steps: micro-batches in the window, carried ones included.
+        consumed: micro-batches this window pulled from the dataset.
+        accumulation_steps: the window's ``accumulation_steps`` (k).
+    """
+
+    applied: bool
+    due: bool
+    finite: bool
+    exhausted: bool
+    loss: float
+    sample_count: float
+    micro_steps: int
+    consumed: int
+    accumulation_steps: int
+
+    def pack(self) -> tf.Tensor:
+        """One float64 vector (float64 holds every field exactly), read in one copy."""
+        return tf.stack([tf.cast(value, tf.float64) for value in self])
+
+    @classmethod
+    def unpack(cls, row) -> "WindowResult":
+        """The Python values of a packed row (a numpy vector)."""
+        return cls(*(kind(value) for kind, value in zip(_RESULT_TYPES, row)))
+
+
+def _int(value) -> int:
+    return int(round(float(value)))
+
+
+_RESULT_TYPES = (bool, bool, bool, bool, float, float, _int, _int, _int)
+
+
+def zeros(variables) -> WindowSums:
+    """An empty window for ``variables``: every sum zero."""
+    zero = tf.constant(0.0)
+    return WindowSums(
+        [tf.zeros(v.shape, dtype=accumulator_dtype(v)) for v in variables], zero, zero, zero
+    )
+
+
+def add(sums: WindowSums, micro: WindowSums) -> WindowSums:
+    """Adds one micro-batch's sums into the window's (gradients cast to the sums' dtype)."""
+    return WindowSums(
+        [a + tf.cast(g, a.dtype) for a, g in zip(sums.gradients, micro.gradients)],
+        sums.loss_sum + micro.loss_sum,
+        sums.sample_count + micro.sample_count,
+        sums.normalizer + micro.normalizer,
+    )
+
+
+def scale(sums: WindowSums, factor) -> WindowSums:
+    """Every sum times ``factor`` (sample count and normalizer too)."""
+    factor = tf.cast(factor, tf.float32)
+    return WindowSums(
+        [g * tf.cast(factor, g.dtype) for g in sums.gradients],
+        sums.loss_sum * factor,
+        sums.sample_count * factor,
+        sums.normalizer * factor,
+    )
+
+
+def finish(gradients, divisor, regularization_gradients=None) -> list:
+    """The window's gradient: summed gradients over the divisor, plus regularization.
+
+    ``g = sum / divisor + grad(penalty)``. A zero divisor (an empty window)
+    gives zeros, never NaN.
+    """
+    grads = [tf.math.divide_no_nan(a, tf.cast(divisor, a.dtype)) for a in gradients]
+    if regularization_gradients is not None:
+        grads = [g + tf.cast(r, g.dtype) for g, r in zip(grads, regularization_gradients)]
+    return grads
 
 
 def weighted_loss_sum(per_sample_losses, sample_weight=None):
@@ -28,7 +132,8 @@ def weighted_loss_sum(per_sample_losses, sample_weight=None):
         per_sample_losses: tensor of shape ``(batch, ...)``: one loss per
             sample (or per token, per pixel...).
         sample_weight: optional tensor broadcastable to ``per_sample_losses``
-            once trailing axes are added; ``(batch,)`` or the full shape.
+            once trailing axes are added; ``(batch,)``, ``(batch, 1)`` or the
+            full shape.
 
     Returns:
         ``(loss_sum, sample_count, weight_sum)``, float32 scalars.
@@ -52,25 +157,18 @@ def weighted_loss_sum(per_sample_losses, sample_weight=None):
     return tf.reduce_sum(losses * weight), count, tf.reduce_sum(weight)
 
 
-def add_gradients(accumulated, gradients):
-    """Returns the element-wise sums ``accumulated[i] + gradients[i]`` in float32."""
-    return [a + tf.cast(g, a.dtype) for a, g in zip(accumulated, gradients)]
-
-
-def finish_gradients(accumulated, divisor, regularization_gradients=None):
-    """The window's gradient: summed gradients over the divisor, plus regularization.
-
-    The divisor is the window's sample count (or total weight); zero (an
-    empty window) gives zeros, never NaN.
-    """
-    grads = [tf.math.divide_no_nan(a, tf.cast(divisor, a.dtype)) for a in accumulated]
-    if regularization_gradients is not None:
-        grads = [g + tf.cast(r, g.dtype) for g, r in zip(grads, regularization_gradients)]
-    return grads
-
-
 def all_finite(loss, gradients):
     """True when the loss and every gradient entry are finite (one reduction per tensor)."""
     checks = [tf.reduce_all(tf.math.is_finite(loss))]
     checks += [tf.reduce_all(tf.math.is_finite(g)) for g in gradients]
     return tf.reduce_all(tf.stack(checks))
+
+
+def accumulator_dtype(variable):
+    """float32 for every variable but float64 ones.
+
+    Half-precision variables still accumulate in float32: summing many small
+    float16 gradients loses them.
+    """
+    dtype = tf.as_dtype(variable.dtype)
+    return tf.float64 if dtype == tf.float64 else tf.float32

@@ -66,8 +66,8 @@ def test_mirrored_matches_single_device_big_batches(mirrored):
 
 def test_mirrored_reduces_once_per_window_outside_the_loop(mirrored):
     graphs = [graph for _, graph in mirrored["reductions"] if graph != "eager"]
-    # One trace per trainer (three cases), one reduction in each, at the
-    # window function's top level: none in the micro-step loop or a branch.
+    # One trace per trainer (three cases), one reduction in each, built by
+    # the window (once per window): none in the micro-step loop.
     assert graphs == ["_window"] * 3, mirrored["reductions"]
 
 
@@ -106,6 +106,6 @@ def test_multi_worker_matches_single_device_big_batches(tmp_path):
         for w, r in zip(result["weights"], reference.get_weights()):
             np.testing.assert_allclose(np.array(w), r, atol=2e-5)
         # One float all-reduce (every gradient and sum, packed) per window; the
-        # loop body holds only the iterator's integer end-of-data agreement.
+        # micro-step loop holds only the iterator's integer end-of-data agreement.
         assert result["collectives_outside_loop"] == ["CollectiveReduceV2:float32"]
         assert not [op for op in result["collectives_in_loop"] if "float" in op]

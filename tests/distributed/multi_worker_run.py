@@ -34,21 +34,39 @@ def make_model():
 
 
 def collective_ops(trainer, iterator):
-    """Collective ops in the traced window function: (outside, inside) its loop body.
+    """Collective ops in the traced window function: (outside, inside) the micro-step loop.
 
-    Each is listed as "op:dtype", so gradient reductions (float) can be told
-    from the iterator's own end-of-data agreement between workers.
+    The micro-step loop's body is the function that pulls micro-batches
+    (IteratorGetNextAsOptional); it and every function it calls count as
+    inside. Each op is listed as "op:dtype", so gradient reductions (float)
+    can be told from the iterator's own end-of-data agreement between workers.
     """
-    graph_def = trainer._window_fn.get_concrete_function(iterator).graph.as_graph_def()
+    graph_def = trainer.window_function(iterator).graph.as_graph_def()
+    functions = {f.signature.name: f for f in graph_def.library.function}
 
     def listed(nodes):
         return [f"{n.op}:{tf.dtypes.as_dtype(n.attr['T'].type).name}" for n in nodes
                 if n.op.startswith("Collective")]
 
+    def called(function):
+        for node in function.node_def:
+            for value in node.attr.values():
+                if value.func.name:
+                    yield value.func.name
+                yield from (f.name for f in value.list.func)
+
+    inside = {name for name, f in functions.items()
+              if any(n.op == "IteratorGetNextAsOptional" for n in f.node_def)}
+    assert inside, "no micro-step loop found"
+    frontier = list(inside)
+    while frontier:
+        for name in called(functions[frontier.pop()]):
+            if name in functions and name not in inside:
+                inside.add(name)
+                frontier.append(name)
     outside, in_loop = listed(graph_def.node), []
-    for function in graph_def.library.function:
-        found = listed(function.node_def)
-        (in_loop if "while_body" in function.signature.name else outside).extend(found)
+    for name, function in functions.items():
+        (in_loop if name in inside else outside).extend(listed(function.node_def))
     return outside, in_loop
 
 
