@@ -2,64 +2,10 @@
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-
 from gaviz import checks, demo
-from gaviz.history import History
-from gaviz.trainer import AccumulationTrainer
+from gaviz.runs import HOLDS, RunResult, batch_sizes, plan_runs, train_run
 
-HOLDS = ("effective", "micro")
-
-
-@dataclass
-class Run:
-    """One training run of a comparison.
-
-    ``seconds`` is the wall time of ``fit``, tracing of the window function
-    included (a first run is slower for it).
-    """
-
-    accumulation_steps: int
-    micro_batch_size: int
-    effective_batch_size: int
-    history: History
-    seconds: float
-
-    @property
-    def label(self) -> str:
-        return (
-            f"k={self.accumulation_steps}, micro-batch {self.micro_batch_size}, "
-            f"effective {self.effective_batch_size}"
-        )
-
-    @property
-    def samples_per_second(self) -> float:
-        return self.history.samples_seen[-1] / self.seconds if self.history else 0.0
-
-
-def batch_sizes(steps, hold: str, effective_batch_size: int, micro_batch_size: int):
-    """``(micro_batch_size, effective_batch_size)`` for each step count.
-
-    ``hold="effective"`` keeps the effective batch and shrinks the micro-batch
-    as k grows (what accumulation is for: the same training in less memory);
-    ``hold="micro"`` keeps the micro-batch and grows the effective batch.
-    """
-    checks.check_one_of("hold", hold, HOLDS)
-    sizes = []
-    for k in steps:
-        k = checks.check_positive_int("steps", k)
-        if hold == "micro":
-            sizes.append((micro_batch_size, micro_batch_size * k))
-        elif effective_batch_size % k:
-            raise ValueError(
-                f"`effective_batch_size` must be divisible by every step count when the "
-                f"effective batch is held. Received: effective_batch_size="
-                f"{effective_batch_size}, steps={k}"
-            )
-        else:
-            sizes.append((effective_batch_size // k, effective_batch_size))
-    return sizes
+__all__ = ["HOLDS", "batch_sizes", "compare_steps", "format_table"]
 
 
 def compare_steps(
@@ -73,7 +19,7 @@ def compare_steps(
     samples: int = 4096,
     tail: str = "flush",
     seed: int = 0,
-) -> list[Run]:
+) -> list[RunResult]:
     """Trains the demo model once per step count from the same initial weights.
 
     With exact accumulation and the effective batch held, every run follows
@@ -81,22 +27,12 @@ def compare_steps(
     """
     effective_batch_size = checks.check_positive_int("effective_batch_size", effective_batch_size)
     micro_batch_size = checks.check_positive_int("micro_batch_size", micro_batch_size)
+    plans = plan_runs(
+        steps, hold, effective_batch_size, micro_batch_size, samples=samples, tail=tail,
+        epochs=epochs, learning_rate=learning_rate, optimizer=optimizer, seed=seed,
+    )
     x, y = demo.make_data(samples, seed=seed)
-    runs = []
-    for k, (micro, effective) in zip(
-        steps, batch_sizes(steps, hold, effective_batch_size, micro_batch_size)
-    ):
-        trainer = AccumulationTrainer(
-            demo.make_model(seed),
-            demo.make_optimizer(optimizer, learning_rate),
-            "mse",
-            accumulation_steps=k,
-            tail=tail,
-        )
-        start = time.perf_counter()
-        history = trainer.fit(demo.make_dataset(x, y, micro), epochs=epochs)
-        runs.append(Run(k, micro, effective, history, time.perf_counter() - start))
-    return runs
+    return [train_run(plan, x, y) for plan in plans]
 
 
 def format_table(runs, title: str = "") -> str:

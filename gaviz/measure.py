@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import keras
 import numpy as np
 
+from gaviz.history import NonFiniteUpdate
 from gaviz.trainer import AccumulationTrainer
 
 
@@ -31,6 +32,7 @@ class Comparison:
             how much larger the step is, as a learning-rate factor.
         error: the message of an error that ended the compared run early
             (a diverging pitfall), else None. Losses recorded before it are kept.
+        failed_update: the update that failed (``NonFiniteUpdate.update``), else None.
 
     Note that some pitfalls also report a different loss (``mean_of_means``
     reports the mean of micro-batch means, ``missing_normalization`` k times
@@ -47,6 +49,7 @@ class Comparison:
     final_weight_distance: float = float("nan")
     effective_learning_rate_ratio: float | None = None
     error: str | None = None
+    failed_update: int | None = None
 
     def summary(self) -> str:
         ratio = (
@@ -90,6 +93,81 @@ class Comparison:
         return figure
 
 
+@dataclass
+class RunTrace:
+    """One trainer's run as ``compare_runs`` needs it.
+
+    Attributes:
+        losses: each update's effective-batch loss.
+        weights: the model's weights flattened to float64, before the first
+            update and after each one.
+        failure: the ``NonFiniteUpdate`` that ended the run early, else None.
+    """
+
+    losses: list = field(default_factory=list)
+    weights: list = field(default_factory=list)
+    failure: NonFiniteUpdate | None = None
+
+    @property
+    def error(self) -> str | None:
+        return None if self.failure is None else str(self.failure)
+
+
+def record_run(trainer, dataset, epochs: int = 1, on_update=None,
+               every_update: bool = True) -> RunTrace:
+    """Trains ``trainer`` and records its losses and weights after every update.
+
+    A ``NonFiniteUpdate`` ends the run; what was recorded before it is kept.
+    ``on_update`` (a callable or a list) also sees each update. With
+    ``every_update=False`` only the first and the last weights are kept.
+    """
+    trace = RunTrace(weights=[flat_weights(trainer.model)])
+    listeners = [] if on_update is None else (
+        [on_update] if callable(on_update) else list(on_update)
+    )
+
+    def record(update):
+        if every_update:
+            trace.weights.append(flat_weights(trainer.model))
+        trace.losses.append(update.loss)
+        for listener in listeners:
+            listener(update)
+
+    try:
+        trainer.fit(dataset, epochs=epochs, on_update=record)
+    except NonFiniteUpdate as failure:
+        trace.failure = failure
+    if not every_update:
+        trace.weights.append(flat_weights(trainer.model))
+    return trace
+
+
+def compare_runs(name: str, subject: RunTrace, exact: RunTrace) -> Comparison:
+    """How far ``subject`` landed from ``exact`` (both from the same start)."""
+    comparison = Comparison(
+        name=name,
+        loss=list(subject.losses),
+        exact_loss=list(exact.losses),
+        weight_distance=[
+            float(np.linalg.norm(p - e)) for p, e in zip(subject.weights[1:], exact.weights[1:])
+        ],
+        update_norms=_update_norms(subject.weights),
+        exact_update_norms=_update_norms(exact.weights),
+        final_weight_distance=float(np.linalg.norm(subject.weights[-1] - exact.weights[-1])),
+        error=subject.error,
+        failed_update=None if subject.failure is None else subject.failure.update,
+    )
+    if len(subject.weights) > 1 and len(exact.weights) > 1:
+        step = subject.weights[1] - subject.weights[0]
+        exact_step = exact.weights[1] - exact.weights[0]
+        exact_norm = np.linalg.norm(exact_step)
+        comparison.first_update_relative_error = float(np.linalg.norm(step - exact_step) / exact_norm)
+        cosine = float(step @ exact_step / (np.linalg.norm(step) * exact_norm + 1e-30))
+        if cosine > 0.99:
+            comparison.effective_learning_rate_ratio = float(np.linalg.norm(step) / exact_norm)
+    return comparison
+
+
 def compare_with_exact(
     trainer_class,
     model,
@@ -118,49 +196,15 @@ def compare_with_exact(
     Returns:
         A :class:`Comparison`.
     """
-    runs = {}
-    for cls in (AccumulationTrainer, trainer_class):
+    traces = []
+    for cls in (trainer_class, AccumulationTrainer):
         keras.utils.set_random_seed(seed)
-        run_model = _fresh_model(model)
         trainer = cls(
-            run_model, _fresh_optimizer(optimizer), loss, accumulation_steps, **trainer_kwargs
+            _fresh_model(model), _fresh_optimizer(optimizer), loss, accumulation_steps,
+            **trainer_kwargs,
         )
-        snapshots, losses = [_flat_weights(run_model)], []
-
-        def record(update, model=run_model, snapshots=snapshots, losses=losses):
-            snapshots.append(_flat_weights(model))
-            losses.append(update.loss)
-
-        error = None
-        try:
-            trainer.fit(dataset, epochs=epochs, on_update=record)
-        except FloatingPointError as failure:
-            error = str(failure)
-        runs[cls] = (losses, snapshots, error)
-
-    exact_loss, exact_weights, _ = runs[AccumulationTrainer]
-    pitfall_loss, pitfall_weights, error = runs[trainer_class]
-    comparison = Comparison(
-        name=trainer_class.__name__,
-        loss=list(pitfall_loss),
-        exact_loss=list(exact_loss),
-        weight_distance=[
-            float(np.linalg.norm(p - e)) for p, e in zip(pitfall_weights[1:], exact_weights[1:])
-        ],
-        update_norms=_update_norms(pitfall_weights),
-        exact_update_norms=_update_norms(exact_weights),
-        final_weight_distance=float(np.linalg.norm(pitfall_weights[-1] - exact_weights[-1])),
-        error=error,
-    )
-    if len(pitfall_weights) > 1 and len(exact_weights) > 1:
-        step = pitfall_weights[1] - pitfall_weights[0]
-        exact_step = exact_weights[1] - exact_weights[0]
-        exact_norm = np.linalg.norm(exact_step)
-        comparison.first_update_relative_error = float(np.linalg.norm(step - exact_step) / exact_norm)
-        cosine = float(step @ exact_step / (np.linalg.norm(step) * exact_norm + 1e-30))
-        if cosine > 0.99:
-            comparison.effective_learning_rate_ratio = float(np.linalg.norm(step) / exact_norm)
-    return comparison
+        traces.append(record_run(trainer, dataset, epochs))
+    return compare_runs(trainer_class.__name__, *traces)
 
 
 def _fresh_model(model):
@@ -186,7 +230,8 @@ def _fresh_optimizer(optimizer):
     )
 
 
-def _flat_weights(model):
+def flat_weights(model) -> np.ndarray:
+    """Every weight of ``model`` in one float64 vector (for distances)."""
     return np.concatenate([np.ravel(w) for w in model.get_weights()]).astype(np.float64)
 
 

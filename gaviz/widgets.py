@@ -13,20 +13,15 @@ from __future__ import annotations
 import html
 import threading
 import time
-from dataclasses import dataclass, field
 
 import ipywidgets as widgets
-import numpy as np
 
 from gaviz import demo
 from gaviz.checks import check_one_of
-from gaviz.compare import HOLDS, batch_sizes
 from gaviz.history import History
 from gaviz.pitfalls import PITFALLS
 from gaviz.plotting import X_AXES, CurveFigure
-from gaviz.trainer import AccumulationTrainer
-
-EXACT = "exact"
+from gaviz.runs import EXACT, HOLDS, RunPlan, RunResult, plan_runs, train_run
 
 
 class LivePlot:
@@ -59,39 +54,6 @@ class LivePlot:
 
     def _repr_mimebundle_(self, **kwargs):
         return self.image._repr_mimebundle_(**kwargs)
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """One configuration the dashboard will train."""
-
-    accumulation_steps: int
-    micro_batch_size: int
-    effective_batch_size: int
-    updates_per_epoch: int
-
-    @property
-    def label(self) -> str:
-        return (f"k={self.accumulation_steps}, micro {self.micro_batch_size}, "
-                f"effective {self.effective_batch_size}")
-
-
-@dataclass
-class RunResult:
-    """What one configuration produced."""
-
-    plan: RunPlan
-    history: History = field(default_factory=History)
-    seconds: float = 0.0
-    distance_from_exact: float | None = None
-    error: str | None = None
-    trainer: AccumulationTrainer | None = None
-
-    @property
-    def samples_per_second(self) -> float:
-        if not self.history or not self.seconds:
-            return 0.0
-        return self.history.samples_seen[-1] / self.seconds
 
 
 class Dashboard:
@@ -184,22 +146,14 @@ class Dashboard:
 
     def planned_runs(self) -> list[RunPlan]:
         """The configurations a Run would train; ValueError for impossible ones."""
-        steps = sorted(self.steps.value)
-        if not steps:
-            raise ValueError("Choose at least one accumulation step count.")
-        samples = demo.PRESETS[self.preset.value]["samples"]
-        plans = []
-        for k, (micro, effective) in zip(steps, batch_sizes(
-                steps, self.hold.value, self.effective_batch_size.value,
-                self.micro_batch_size.value)):
-            if micro > samples:
-                raise ValueError(
-                    f"The micro-batch ({micro}) is larger than the data set ({samples} "
-                    f"samples): choose a smaller micro-batch or a larger demo problem.")
-            full, tail = divmod(samples, effective)
-            updates = full + (1 if tail and self.tail.value == "flush" else 0)
-            plans.append(RunPlan(k, micro, effective, updates))
-        return plans
+        preset = demo.PRESETS[self.preset.value]
+        return plan_runs(
+            sorted(self.steps.value), self.hold.value, self.effective_batch_size.value,
+            self.micro_batch_size.value, samples=preset["samples"], tail=self.tail.value,
+            epochs=self.epochs.value, trainer=self.trainer.value,
+            optimizer=self.optimizer.value, learning_rate=self.learning_rate.value,
+            hidden=preset["hidden"], seed=self.seed,
+        )
 
     def _show_plan(self):
         try:
@@ -256,7 +210,8 @@ class Dashboard:
 
     def _train_all(self):
         try:
-            x, y = demo.make_data(demo.PRESETS[self.preset.value]["samples"], seed=self.seed)
+            plan = self.results[0].plan
+            x, y = demo.make_data(plan.samples, seed=plan.seed)
             for result in self.results:
                 if self._stop_requested:
                     break
@@ -277,45 +232,26 @@ class Dashboard:
             self._current = None
             self._set_running(False)
 
-    def _make_trainer(self, plan, name):
-        hidden = demo.PRESETS[self.preset.value]["hidden"]
-        cls = AccumulationTrainer if name == EXACT else PITFALLS[name]
-        return cls(demo.make_model(self.seed, hidden=hidden),
-                   demo.make_optimizer(self.optimizer.value, self.learning_rate.value),
-                   "mse", plan.accumulation_steps, tail=self.tail.value)
-
     def _train_one(self, result, x, y):
+        """Trains one planned run into ``result``, whose history grows live."""
         plan = result.plan
-        dataset = demo.make_dataset(x, y, plan.micro_batch_size)
-        trainer = self._current = result.trainer = self._make_trainer(plan, self.trainer.value)
         # The dashboard's figure and image, drawn by the same throttled
         # callback users plug into their own fit.
         live = LivePlot(plan.label, figure=self.figure, image=self.image,
                         min_interval=self.min_redraw_interval)
-        result.history = live.history
 
-        def on_update(update):
-            live(update)
-            result.seconds = update.seconds
-            self.progress.value = min(self.progress.max, self.progress.value + 1)
+        def on_start(trainer):
+            self._current = trainer
             if self._stop_requested:
                 trainer.stop_training = True
 
-        start = time.perf_counter()
-        try:
-            trainer.fit(dataset, epochs=self.epochs.value, on_update=on_update)
-        except FloatingPointError as error:
-            result.error = "diverged: " + str(error).split(" It was not applied")[0]
-        result.seconds = time.perf_counter() - start
-        if self.trainer.value != EXACT and not self._stop_requested:
-            exact = self._make_trainer(plan, EXACT)
-            try:
-                exact.fit(dataset, epochs=self.epochs.value)
-            except FloatingPointError:
-                return  # the exact run diverges too: no distance to report
-            result.distance_from_exact = float(np.sqrt(sum(
-                np.sum((a - b) ** 2)
-                for a, b in zip(trainer.model.get_weights(), exact.model.get_weights()))))
+        def on_update(update):
+            live(update)
+            self.progress.value = min(self.progress.max, self.progress.value + 1)
+            if self._stop_requested:
+                self._current.stop_training = True
+
+        train_run(plan, x, y, on_update=on_update, on_start=on_start, result=result)
         self._draw()
 
     # ------------------------------------------------------------ display

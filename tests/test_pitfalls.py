@@ -213,7 +213,7 @@ def test_comparison_reports_a_diverging_pitfall(equal_micro):
     assert result.error and "non-finite" in result.error
     assert len(result.exact_loss) == 15
     # The updates before the failure are kept, and drawn.
-    failed_at = int(result.error.split("Update ")[1].split()[0])
+    failed_at = result.failed_update
     assert len(result.loss) == failed_at - 1 > 0
     assert np.all(np.isfinite(result.loss))
 
