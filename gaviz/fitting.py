@@ -12,6 +12,7 @@ import time
 
 import tensorflow as tf
 
+from gaviz import checks, sources
 from gaviz.history import History, NonFiniteUpdate, Update
 from gaviz.window import WindowResult
 
@@ -22,15 +23,12 @@ AUTO_CALL_SECONDS = 0.02
 AUTO_MAX_WINDOWS = 256
 
 
-def fit(trainer, dataset, epochs, callbacks) -> History:
-    """Trains ``trainer`` for ``epochs`` epochs over ``dataset``; see ``AccumulationTrainer.fit``."""
+def fit(trainer, feed, epochs, callbacks) -> History:
+    """Trains ``trainer`` for ``epochs`` epochs of ``feed``; see ``AccumulationTrainer.fit``."""
     run = _Run(trainer, callbacks)
-    source = dataset
-    if trainer.num_replicas > 1 or _is_multi_worker(trainer.strategy):
-        source = trainer.strategy.experimental_distribute_dataset(dataset)
     trainer.stop_training = False
     for epoch in range(1, epochs + 1):
-        consumed = run.epoch(iter(source), epoch)
+        consumed = run.epoch(feed.epoch(), epoch)
         if consumed == 0 and not trainer.stop_training:
             raise ValueError(_empty_epoch_message(epoch))
         if trainer.stop_training:
@@ -50,15 +48,15 @@ class _Run:
         # The trainer's, so what auto learned carries over to the next fit.
         self.windows = trainer.call_size
         self.windows.listening = bool(callbacks)
-        self._function = None
 
-    def epoch(self, iterator, epoch) -> int:
-        """Runs the windows of one epoch; returns the micro-batches consumed."""
+    def epoch(self, call, epoch) -> int:
+        """Runs the windows of one epoch through ``call(max_windows, k)``;
+        returns the micro-batches consumed."""
         k = tf.constant(self.trainer.accumulation_steps_for(epoch), tf.int64)
         consumed = 0
         while not self.trainer.stop_training:
             started = time.perf_counter()
-            rows = self._call(iterator, k).numpy()
+            rows = call(self.windows.next(), k).numpy()
             self.windows.observe(time.perf_counter() - started, len(rows))
             results = [WindowResult.unpack(row) for row in rows]
             consumed += sum(r.consumed for r in results)
@@ -67,13 +65,6 @@ class _Run:
             if results[-1].exhausted:
                 break
         return consumed
-
-    def _call(self, iterator, k):
-        if self._function is None:
-            # The traced graph itself: calling it skips matching the iterator
-            # against every trace on each call (its type is the same every epoch).
-            self._function = self.trainer.window_function(iterator)
-        return self._function(iterator, self.windows.next(), k)
 
     def _record(self, result, epoch):
         if result.due and not result.finite:
@@ -122,6 +113,90 @@ class CallSize:
         grow = self.auto and not self.listening and windows == self.size
         if grow and seconds < AUTO_CALL_SECONDS:
             self.size = min(2 * self.size, AUTO_MAX_WINDOWS)
+
+
+def make_feed(trainer, x, y, batch_size, shuffle, sample_weight):
+    """A :class:`DatasetFeed` or an :class:`ArrayFeed` for ``fit``'s arguments."""
+    if isinstance(x, tf.data.Dataset):
+        for name, value in (("y", y), ("batch_size", batch_size), ("sample_weight", sample_weight)):
+            if value is not None:
+                raise ValueError(
+                    f"`{name}` must be None when `x` is a tf.data.Dataset: its elements "
+                    f"are already (x, y) or (x, y, sample_weight) micro-batches. Received: "
+                    f"{name}={value!r}"
+                )
+        checks.check_dataset(x)
+        return DatasetFeed(trainer, x)
+    if isinstance(x, tuple):
+        raise TypeError(
+            "`dataset` must be a tf.data.Dataset of (x, y) micro-batches, or `x` an "
+            "array (or a dict or list of arrays) with `y`. Received: a tuple; pass "
+            "fit(x, y, batch_size=...) or a tf.data.Dataset."
+        )
+    batch_size = checks.check_positive_int("batch_size", 32 if batch_size is None else batch_size)
+    arrays, rows = sources.as_arrays(x, y, sample_weight)
+    if trainer.num_replicas > 1 or _is_multi_worker(trainer.strategy):
+        return DatasetFeed(trainer, _array_dataset(arrays, rows, batch_size, shuffle))
+    return ArrayFeed(trainer, arrays, rows, batch_size, bool(shuffle))
+
+
+class DatasetFeed:
+    """Epochs of a ``tf.data.Dataset`` of micro-batches (distributed if the strategy is)."""
+
+    def __init__(self, trainer, dataset):
+        self.trainer, self.dataset = trainer, dataset
+        self.element_spec = dataset.element_spec
+        self.source = dataset
+        if trainer.num_replicas > 1 or _is_multi_worker(trainer.strategy):
+            self.source = trainer.strategy.experimental_distribute_dataset(dataset)
+        self._function = None
+
+    def first(self):
+        first = next(iter(self.dataset.take(1)), None)
+        if first is None:
+            raise ValueError("`dataset` is empty: it yielded no micro-batches.")
+        return first
+
+    def epoch(self):
+        """``call(max_windows, k)`` running windows of a fresh pass over the data."""
+        iterator = iter(self.source)
+        if self._function is None:
+            # The traced graph itself: calling it skips matching the iterator
+            # against every trace on each call (its type is the same every epoch).
+            self._function = self.trainer.window_function(iterator)
+        return lambda max_windows, k: self._function(iterator, max_windows, k)
+
+
+class ArrayFeed:
+    """Epochs of in-memory arrays, cut into micro-batches inside the graph."""
+
+    def __init__(self, trainer, arrays, rows, batch_size, shuffle):
+        self.trainer, self.arrays, self.rows = trainer, arrays, rows
+        self.batch_size = tf.constant(batch_size, tf.int64)
+        self.shuffle = shuffle
+        self.element_spec = tf.nest.map_structure(
+            lambda t: tf.TensorSpec((None, *t.shape[1:]), t.dtype), arrays
+        )
+
+    def first(self):
+        size = min(int(self.batch_size), self.rows)
+        if size == 0:
+            raise ValueError("`x` is empty: it has no rows.")
+        return tf.nest.map_structure(lambda t: t[:size], self.arrays)
+
+    def epoch(self):
+        """``call(max_windows, k)`` running windows of this epoch's row order."""
+        self.trainer.state.array_cursor.assign(0)
+        order = sources.epoch_order(self.rows, self.shuffle)
+        function = self.trainer._array_windows_fn
+        return lambda max_windows, k: function(self.arrays, order, self.batch_size, max_windows, k)
+
+
+def _array_dataset(arrays, rows, batch_size, shuffle):
+    dataset = tf.data.Dataset.from_tensor_slices(arrays)
+    if shuffle:
+        dataset = dataset.shuffle(rows, reshuffle_each_iteration=True)
+    return dataset.batch(batch_size)
 
 
 def _is_multi_worker(strategy):

@@ -22,6 +22,7 @@ class TrainerState(tf.Module):
         micro_step: micro-batches consumed since the trainer was made.
         micro_steps_in_window: micro-batches in the carried window.
         skipped_windows: windows a loss-scaling optimizer skipped.
+        array_cursor: the next row to read when ``fit`` is given arrays.
         window_loss_sum, window_sample_count, window_normalizer: the carried
             window's scalar sums, per replica (read across replicas: the total).
         accumulators: the carried window's gradient sums, per replica; empty
@@ -35,6 +36,8 @@ class TrainerState(tf.Module):
             self.micro_step = _counter("micro_step")
             self.micro_steps_in_window = _counter("micro_steps_in_window")
             self.skipped_windows = _counter("skipped_windows")
+            # The next row of the epoch's order, for arrays cut in the graph.
+            self.array_cursor = _counter("array_cursor")
             self.window_sample_count = _replica_local(0.0, "window_sample_count")
             self.window_normalizer = _replica_local(0.0, "window_normalizer")
             self.window_loss_sum = _replica_local(0.0, "window_loss_sum")

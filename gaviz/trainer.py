@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 import keras
 import tensorflow as tf
 
-from gaviz import checks, fitting, rules, window
+from gaviz import checks, fitting, rules, sources, window
 from gaviz.history import History, Update
 from gaviz.losses import per_sample_loss
 from gaviz.state import TrainerState
@@ -149,7 +149,8 @@ class AccumulationTrainer(tf.Module):
         self._checked_spec = None
         if model.built and model.trainable_variables:
             self._build()
-        self._windows_fn = tf.function(self._windows)
+        self._windows_fn = tf.function(self._iterator_windows)
+        self._array_windows_fn = tf.function(self._array_windows, reduce_retracing=True)
         self._micro_sums_fn = (
             tf.function(self._micro_sums, jit_compile=True) if jit_compile else self._micro_sums
         )
@@ -180,8 +181,11 @@ class AccumulationTrainer(tf.Module):
 
     @property
     def tracing_count(self) -> int:
-        """How many times the window function was traced (1 after any number of windows)."""
-        return self._windows_fn.experimental_get_tracing_count()
+        """How many times the window functions were traced (1 after any number of
+        windows of datasets with one element structure)."""
+        return sum(
+            f.experimental_get_tracing_count() for f in (self._windows_fn, self._array_windows_fn)
+        )
 
     @property
     def num_replicas(self) -> int:
@@ -230,7 +234,14 @@ class AccumulationTrainer(tf.Module):
 
     # ---------------------------------------------------------- graph code
 
-    def _windows(self, iterator, max_windows, accumulation_steps):
+    def _iterator_windows(self, iterator, max_windows, accumulation_steps):
+        return self._windows(sources.IteratorSource(iterator), max_windows, accumulation_steps)
+
+    def _array_windows(self, arrays, order, batch_size, max_windows, accumulation_steps):
+        source = sources.ArraySource(arrays, order, self.state.array_cursor, batch_size)
+        return self._windows(source, max_windows, accumulation_steps)
+
+    def _windows(self, source, max_windows, accumulation_steps):
         """Runs up to ``max_windows`` windows; one packed WindowResult row each.
 
         Stops early when the dataset runs out or a due window is not finite
@@ -243,7 +254,7 @@ class AccumulationTrainer(tf.Module):
         done = tf.constant(0)
         go_on = tf.constant(True)
         while go_on and done < max_windows:
-            sums, steps, result = self._window(iterator, sums, steps, accumulation_steps)
+            sums, steps, result = self._window(source, sums, steps, accumulation_steps)
             rows = rows.write(done, result.pack())
             done += 1
             go_on = not result.exhausted and (result.finite or not result.due)
@@ -252,9 +263,9 @@ class AccumulationTrainer(tf.Module):
         self.state.micro_steps_in_window.assign(steps)
         return rows.stack()
 
-    def _window(self, iterator, sums, steps, k):
+    def _window(self, source, sums, steps, k):
         """One window, in four phases: accumulate, finish, apply, close."""
-        sums, steps, consumed, exhausted = self._accumulate(iterator, sums, steps, k)
+        sums, steps, consumed, exhausted = self._accumulate(source, sums, steps, k)
         totals = self._reduce(sums)
         full = steps >= k
         closes = full if self.tail == "carry" else full or exhausted
@@ -268,7 +279,7 @@ class AccumulationTrainer(tf.Module):
         sums, steps = self._close(closes, sums, steps)
         return sums, steps, result
 
-    def _accumulate(self, iterator, sums, steps, k):
+    def _accumulate(self, source, sums, steps, k):
         """Pulls micro-batches until the window is full or the data runs out."""
         consumed = tf.constant(0, tf.int64)
         exhausted = tf.constant(False)
@@ -277,7 +288,7 @@ class AccumulationTrainer(tf.Module):
             # 10 at once, and two micro-batches' activations would be alive at
             # the peak (the benchmarks measured 57 MiB against 31 MiB).
             tf.autograph.experimental.set_loop_options(parallel_iterations=1)
-            element = iterator.get_next_as_optional()
+            element = source.next()
             exhausted = not element.has_value()
             if not exhausted:
                 sums = self.strategy.run(self._replica_micro_step, args=(element.get_value(), sums))
@@ -402,20 +413,35 @@ class AccumulationTrainer(tf.Module):
 
     def fit(
         self,
-        dataset,
+        x,
+        y=None,
+        batch_size: int | None = None,
         epochs: int = 1,
+        shuffle: bool = True,
+        sample_weight=None,
         on_update: Callable[[Update], None] | Iterable[Callable[[Update], None]] | None = None,
     ) -> History:
-        """Trains on ``dataset`` for ``epochs`` epochs, one update per window.
+        """Trains for ``epochs`` epochs, one update per window of micro-batches.
 
         Args:
-            dataset: a ``tf.data.Dataset`` of micro-batches ``(x, y)`` or
-                ``(x, y, sample_weight)``; iterated afresh each epoch.
-            epochs: number of passes over ``dataset`` (an int >= 1).
+            x: a ``tf.data.Dataset`` of micro-batches ``(x, y)`` or
+                ``(x, y, sample_weight)``, iterated afresh each epoch; or the
+                inputs as an array, tensor, or dict/list of them (several inputs).
+            y: the targets, when ``x`` is arrays (one row per row of ``x``).
+            batch_size: the micro-batch size, when ``x`` is arrays (default 32).
+            epochs: number of passes over the data (an int >= 1).
+            shuffle: shuffle the rows of arrays each epoch (numpy's generator,
+                which ``keras.utils.set_random_seed`` seeds). A dataset is
+                used in its own order.
+            sample_weight: one weight per row, when ``x`` is arrays.
             on_update: a callable, or several, called with an
                 :class:`~gaviz.history.Update` after each applied update.
                 Setting ``trainer.stop_training = True`` ends ``fit`` after
                 the current graph call (see ``windows_per_call``).
+
+        Arrays are cut into micro-batches inside the graph, one ``gather``
+        per micro-batch, with no ``tf.data`` pipeline (under a multi-replica
+        strategy they go through ``tf.data``).
 
         Returns:
             A :class:`~gaviz.history.History` with one record per update.
@@ -424,25 +450,23 @@ class AccumulationTrainer(tf.Module):
             NonFiniteUpdate: a window's loss or gradient is not finite (a
                 ``FloatingPointError``). That update is not applied (the
                 weights are those before it) and its window is discarded.
-            TypeError, ValueError: bad ``dataset``, ``epochs`` or targets.
+            TypeError, ValueError: bad data, ``epochs`` or targets.
         """
         epochs = checks.check_positive_int("epochs", epochs)
-        checks.check_dataset(dataset)
         callbacks = checks.check_callbacks(on_update)
-        self._prepare(dataset)
-        return fitting.fit(self, dataset, epochs, callbacks)
+        feed = fitting.make_feed(self, x, y, batch_size, shuffle, sample_weight)
+        self._prepare(feed)
+        return fitting.fit(self, feed, epochs, callbacks)
 
-    def _prepare(self, dataset):
+    def _prepare(self, feed):
         """Builds model and state on the first micro-batch and checks its targets.
 
-        Skipped for a dataset whose element spec was already checked: the eager
+        Skipped for data whose element spec was already checked: the eager
         forward pass costs as much as a few windows of a small model.
         """
-        if self._built and dataset.element_spec == self._checked_spec:
+        if self._built and feed.element_spec == self._checked_spec:
             return
-        first = next(iter(dataset.take(1)), None)
-        if first is None:
-            raise ValueError("`dataset` is empty: it yielded no micro-batches.")
+        first = feed.first()
         x, y, _ = _unpack(first)
         y_pred = self.model(x, training=False)
         if not self._built:
@@ -450,7 +474,7 @@ class AccumulationTrainer(tf.Module):
                 raise ValueError("`model` has no trainable variables: nothing to train.")
             self._build()
         checks.check_loss_on(self._loss_fn, y, y_pred)
-        self._checked_spec = dataset.element_spec
+        self._checked_spec = feed.element_spec
 
 
 def _gradients(tape, target, variables):

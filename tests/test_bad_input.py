@@ -69,7 +69,7 @@ def data(n=20, targets=1):
 
 
 def test_dataset_must_be_a_tf_dataset():
-    with pytest.raises(TypeError, match="`dataset` must be a tf.data.Dataset"):
+    with pytest.raises(TypeError, match="`dataset` must be a tf.data.Dataset.*Received: a tuple"):
         trainer().fit(data())
 
 
