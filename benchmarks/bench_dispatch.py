@@ -68,14 +68,24 @@ def max_weight_difference(a, b):
 
 
 def gaviz_epoch(x, y):
+    """gaviz given the arrays, as Keras is: micro-batches cut inside the graph."""
+    trainer = gaviz.AccumulationTrainer(make_model(), keras.optimizers.SGD(LR), "mse", K)
+    return lambda epochs: trainer.fit(x, y, batch_size=MICRO, epochs=epochs, shuffle=False)
+
+
+def gaviz_dataset_epoch(x, y):
+    """gaviz given a tf.data pipeline of micro-batches (the same for every epoch)."""
     trainer = gaviz.AccumulationTrainer(make_model(), keras.optimizers.SGD(LR), "mse", K)
     dataset = micro_batches(x, y)
     return lambda epochs: trainer.fit(dataset, epochs=epochs)
 
 
-def keras_builtin_epoch(x, y):
+def keras_builtin_epoch(x, y, steps_per_execution=1):
     model = make_model()
-    model.compile(keras.optimizers.SGD(LR, gradient_accumulation_steps=K), "mse")
+    model.compile(
+        keras.optimizers.SGD(LR, gradient_accumulation_steps=K), "mse",
+        steps_per_execution=steps_per_execution,
+    )
     return lambda epochs: model.fit(
         x, y, batch_size=MICRO, epochs=epochs, shuffle=False, verbose=0
     )
@@ -172,14 +182,27 @@ def floor_epoch(x, y):
     return train
 
 
-GAVIZ = "gaviz AccumulationTrainer (one graph call per update)"
-SHORT_LABELS = ["gaviz", "Keras built-in", "tf.function per micro-batch", "eager loop",
-                "Keras fit, batch 256", "floor (compute only)"]
-KERAS = "Keras Model.fit, gradient_accumulation_steps=8"
+GAVIZ = "gaviz AccumulationTrainer, arrays (windows in the graph, windows_per_call=auto)"
+GAVIZ_DATASET = "gaviz AccumulationTrainer, a tf.data pipeline of micro-batches"
+#: Keras's steps_per_execution values tried; "Keras at its best" is the fastest.
+KERAS_STEPS_PER_EXECUTION = (1, 8, 64, 256)
+
+
+def keras_label(steps_per_execution):
+    return (f"Keras Model.fit, gradient_accumulation_steps=8, "
+            f"steps_per_execution={steps_per_execution}")
+
+
+KERAS = keras_label(1)
 FLOOR = "floor: the same forward/backward passes in one graph call, no data, no updates"
+SHORT_LABELS = ["gaviz", "gaviz, tf.data", *(f"Keras built-in, spe {s}" for s in KERAS_STEPS_PER_EXECUTION),
+                "tf.function per micro-batch", "eager loop", "Keras fit, batch 256",
+                "floor (compute only)"]
 CONTESTANTS = {
     GAVIZ: gaviz_epoch,
-    KERAS: keras_builtin_epoch,
+    GAVIZ_DATASET: gaviz_dataset_epoch,
+    **{keras_label(s): partial(keras_builtin_epoch, steps_per_execution=s)
+       for s in KERAS_STEPS_PER_EXECUTION},
     "tf.function per micro-batch + apply every 8": per_micro_batch_function_epoch,
     "eager GradientTape loop (the articles')": eager_tape_epoch,
     "Keras Model.fit at plain batch 256 (no accumulation)": keras_big_batch_epoch,

@@ -16,6 +16,8 @@ import keras
 import numpy as np
 import pytest
 
+import gaviz
+
 from reference import group_windows, micro_batches, train_big_batches
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -69,6 +71,17 @@ def test_mirrored_reduces_once_per_window_outside_the_loop(mirrored):
     # One trace per trainer (three cases), one reduction in each, built by
     # the window (once per window): none in the micro-step loop.
     assert graphs == ["_window"] * 3, mirrored["reductions"]
+
+
+def test_mirrored_arrays_match_single_device_big_batches(mirrored):
+    assert mirrored["arrays_max_weight_difference"] < 2e-5
+
+
+def test_every_pitfall_refuses_several_replicas(mirrored):
+    refusals = mirrored["pitfall_refusals"]
+    assert set(refusals) == set(gaviz.PITFALLS)
+    for name, message in refusals.items():
+        assert message and "`strategy` must have one replica" in message, name
 
 
 def free_port():

@@ -12,7 +12,7 @@ import tensorflow as tf
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
 
 import gaviz
-from conftest import make_mlp
+from helpers import make_mlp
 from reference import dataset_of, group_windows, micro_batches, train_big_batches
 
 reset_solution = importlib.import_module("solutions.04_reset")

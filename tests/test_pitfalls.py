@@ -12,7 +12,7 @@ import tensorflow as tf
 
 import gaviz
 from gaviz.pitfalls import PITFALLS
-from conftest import make_mlp
+from helpers import make_mlp
 from reference import dataset_of, micro_batches
 
 K = 4

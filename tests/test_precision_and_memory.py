@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import gaviz
-from conftest import make_mlp
+from helpers import make_mlp
 from reference import dataset_of, group_windows, micro_batches, train_big_batches
 
 

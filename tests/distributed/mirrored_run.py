@@ -103,7 +103,28 @@ def main():
             "effective_batch_size_per_replica_4": trainer.effective_batch_size(4),
             "tracing_count": trainer.tracing_count,
         })
-    results["reductions"] = calls
+    results["reductions"] = list(calls)  # the three cases above
+    # Arrays under a strategy go through tf.data: the same numbers.
+    x, y = data(101)
+    with strategy.scope():
+        model = make_model()
+        trainer = gaviz.AccumulationTrainer(model, keras.optimizers.Adam(0.01), "mse", K)
+    trainer.fit(x, y, batch_size=8, epochs=2, shuffle=False)
+    expected, _ = reference_weights(x, y, [8] * 12 + [5], "flush", 2)
+    results["arrays_max_weight_difference"] = max(
+        float(np.max(np.abs(a - b))) for a, b in zip(model.get_weights(), expected)
+    )
+    # The gallery is for one device: every pitfall refuses two replicas.
+    refusals = {}
+    for name, cls in gaviz.PITFALLS.items():
+        with strategy.scope():
+            model, optimizer = make_model(), keras.optimizers.SGD(0.1, global_clipnorm=1.0)
+        try:
+            cls(model, optimizer, "mse", K, strategy=strategy)
+            refusals[name] = None
+        except ValueError as error:
+            refusals[name] = str(error)
+    results["pitfall_refusals"] = refusals
     print("RESULT " + json.dumps(results))
 
 
