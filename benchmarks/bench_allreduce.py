@@ -70,27 +70,20 @@ class AllReduceEveryMicroStep(gaviz.AccumulationTrainer):
 
     Each micro-batch's gradients, objective, sample count and normalizer are
     summed across replicas (one batched all-reduce) as soon as its backward
-    pass ends, before ``_replica_micro_step`` adds them to the running sums,
-    which are therefore the same on every replica; the window's all-reduce
-    then has nothing left to do and returns them unchanged. The update is the
-    same as gaviz's (up to the order of float additions), but the replicas
-    communicate ``accumulation_steps`` times per update instead of once:
-    PyTorch DDP's behaviour in an accumulation loop without ``no_sync()``.
-
-    (The hook is ``_micro_step``, which ``_replica_micro_step`` calls in
-    replica context, so everything else about the micro-step is gaviz's own.)
+    pass ends, before they are added to the running sums, which are
+    therefore the same on every replica; the window's all-reduce then has
+    nothing left to do. The update is the same as gaviz's (up to the order of
+    float additions), but the replicas communicate ``accumulation_steps``
+    times per update instead of once: PyTorch DDP's behaviour in an
+    accumulation loop without ``no_sync()``. It uses two of the trainer's
+    documented hooks (its docstring's "Subclassing"), nothing private.
     """
 
-    def _micro_step(self, element):
-        micro = super()._micro_step(element)
-        # identity places the values on this replica's device, as in
-        # _replica_all_reduce (all_reduce needs to know where each lives).
-        local = tf.nest.map_structure(tf.identity, micro)
-        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, local)
+    def on_micro_batch(self, micro):
+        return super().reduce_window(micro)  # the same batched all-reduce, per micro-step
 
-    def _replica_all_reduce(self, grads, loss_sum, count, normalizer):
-        # Already summed across replicas, micro-step by micro-step.
-        return grads, loss_sum, count, normalizer
+    def reduce_window(self, sums):
+        return sums  # already summed across replicas, micro-step by micro-step
 
 
 def make_trainer(cls, strategy, k):
