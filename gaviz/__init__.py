@@ -6,6 +6,7 @@ Public API:
     compare_steps, Run: train the demo problem at several accumulation steps.
     PITFALLS, pitfalls: the gallery of deliberately broken trainers.
     compare_with_exact, Comparison: how far a trainer lands from the exact one.
+    diagnose, Diagnosis: measure anyone's accumulation loop and name its defects.
     batch_dependence: accumulation against the big batch with a normalization layer.
     measure_peak_memory, MemoryReport: peak memory of a run, on GPU or CPU.
     dashboard, Dashboard, LivePlot: live widgets for notebooks.
@@ -16,6 +17,7 @@ Public API:
 from gaviz import demo, pitfalls
 from gaviz.batchnorm import batch_dependence
 from gaviz.compare import Run, compare_steps
+from gaviz.diagnosis import Diagnosis, SubjectError, diagnose
 from gaviz.history import History, Update
 from gaviz.measure import Comparison, compare_with_exact
 from gaviz.memory import MemoryReport, measure_peak_memory
@@ -29,6 +31,9 @@ __all__ = [
     "AccumulationTrainer",
     "Comparison",
     "compare_with_exact",
+    "diagnose",
+    "Diagnosis",
+    "SubjectError",
     "MemoryReport",
     "measure_peak_memory",
     "pitfalls",
