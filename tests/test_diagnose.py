@@ -7,6 +7,7 @@ tf.function step, an Accelerate-style ``loss / k``, Keras's own
 
 import pathlib
 import re
+import textwrap
 import time
 
 import keras
@@ -499,3 +500,13 @@ def test_readme_diagnoses_keras_builtin_as_printed(capsys):
 
 def test_report_class_is_exported():
     assert gaviz.diagnose is diagnose and gaviz.Diagnosis is Diagnosis
+
+
+def test_the_docstring_example_loop_is_diagnosed_as_its_comment_says():
+    doc = diagnose.__doc__
+    block = doc.split("::\n\n", 1)[1].split("\n\n", 1)[0]
+    namespace = {"tf": tf}
+    exec(compile(textwrap.dedent(block), "diagnose.__doc__", "exec"), namespace)
+    assert len(block.strip().splitlines()) <= 12
+    report = diagnose(namespace["train_epoch"], accumulation_steps=K)
+    assert report.findings == ["dropped_tail"], report.summary()
