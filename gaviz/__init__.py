@@ -9,6 +9,7 @@ Public API:
         accumulation steps.
     PITFALLS, pitfalls: the gallery of deliberately broken trainers.
     compare_with_exact, Comparison: how far a trainer lands from the exact one.
+    diagnose, Diagnosis: measure anyone's accumulation loop and name its defects.
     batch_dependence: accumulation against the big batch with a normalization layer.
     measure_peak_memory, MemoryReport: peak memory of a run, on GPU or CPU.
     dashboard, Dashboard, LivePlot: live widgets for notebooks.
@@ -24,6 +25,7 @@ import importlib
 from gaviz import demo, pitfalls, rules
 from gaviz.batchnorm import batch_dependence
 from gaviz.compare import compare_steps
+from gaviz.diagnosis import Diagnosis, SubjectError, diagnose
 from gaviz.history import History, NonFiniteUpdate, Update
 from gaviz.measure import Comparison, compare_with_exact
 from gaviz.memory import MemoryReport, measure_peak_memory
@@ -61,6 +63,9 @@ __all__ = [
     "AccumulationTrainer",
     "Comparison",
     "compare_with_exact",
+    "diagnose",
+    "Diagnosis",
+    "SubjectError",
     "MemoryReport",
     "measure_peak_memory",
     "NonFiniteUpdate",

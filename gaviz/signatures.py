@@ -1,0 +1,419 @@
+"""From what the probes measured to named defects: the signatures diagnose looks for.
+
+Pure functions of the probes' observations (see :mod:`gaviz.probes`): each
+probe's contributions (how far each weight moved, as a multiple of the exact
+trainer's move) are compared with the numbers each defect predicts. With SGD
+and one weight per micro-batch those predictions are exact:
+
+========================  =========  =======================================
+defect                    probe      signature (k micro-batches per window)
+========================  =========  =======================================
+zeroed_weights            windows    every weight is 0 after the run
+update_every_micro_step   windows    more than one optimizer step per window
+                                     (or, uncounted, every weight moves k+1x)
+missing_normalization     windows    every weight moves k times as far
+missing_reset             windows    window t counts (windows - t + 1) times
+mean_of_means             ragged     a micro-batch counts 1/its size: (N/k)/n_i
+regularizer_every_...     ragged     the penalty moves its weights k times as far
+under_scaled_tail         tail       the partial window of m counts m/k
+dropped_tail              tail       the partial window counts 0, even in epoch 2
+carried_tail              tail       0 in its epoch, > 0 after the next one
+per_micro_batch_clipping  clipping   the update is 1/sqrt(k) as long as allowed
+========================  =========  =======================================
+
+Later probes are read in the light of earlier findings: a subject that also
+steps the optimizer on every micro-batch adds ``N_window / n_i`` to micro-batch
+``i``'s contribution, and one that never divides by the sample count scales
+every window by k. A missing normalization explains the mean of means and the
+under-scaled tail at once (a constant divisor, of 1, instead of the window's
+count): those two are then not reported separately.
+
+A number matches a signature within ``TOLERANCE x (1 + |signature|)``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from gaviz import probes
+from gaviz.probes import Observation, Probe
+
+#: Contributions are ratios of weight moves of about 0.1 / k on weights near 1,
+#: so float32 rounding moves them by about 1e-6 (at most 5e-6 measured, over the
+#: gallery, Keras's built-in and the tests' loops); the closest two signatures
+#: are 1 apart (k and k + 1) or 1/k of a window apart. 1e-3 is far from both.
+TOLERANCE = 1e-3
+
+
+class Finding(NamedTuple):
+    """One named defect and the number that shows it.
+
+    Attributes:
+        name: a key of ``gaviz.PITFALLS``.
+        probe: the probe that showed it.
+        value: the measured number (e.g. 4.0 for an update 4x the exact one).
+        measured: that number in a sentence.
+    """
+
+    name: str
+    probe: str
+    value: float
+    measured: str
+
+
+class Verdict(NamedTuple):
+    """One probe's row in the report.
+
+    Attributes:
+        probe, setup: the probe's name and what it feeds.
+        measured: its numbers, in words.
+        verdict: ``"exact"``, the names it showed, or why it was not judged.
+        contributions: how far each micro-batch's weight moved, as a multiple
+            of the exact trainer's move (1 is exact), then the penalized
+            weights for the ``ragged`` probe; empty if not run.
+        labels: one label per contribution.
+    """
+
+    probe: str
+    setup: str
+    measured: str
+    verdict: str
+    contributions: np.ndarray
+    labels: list
+
+
+class Judgement(NamedTuple):
+    """Everything the probes showed about a subject."""
+
+    findings: list  # of Finding, in probe order
+    unexplained: list  # sentences: deviations no signature matches
+    unused: list  # features the subject ignores (regularization, clipping)
+    changes_weights: bool
+    verdicts: list  # of Verdict, one per probe
+
+
+class _Context(NamedTuple):
+    """What earlier probes established, to read later ones against.
+
+    micro_part: a full window's contribution from optimizer steps on each
+        micro-batch (k with ``update_every_micro_step``, else 0).
+    window_scale: a full window's contribution from its own update (1 exact,
+        k without normalization).
+    missing_normalization: whether the windows probe found it.
+    """
+
+    micro_part: float = 0.0
+    window_scale: float = 1.0
+    missing_normalization: bool = False
+
+
+class _Outcome(NamedTuple):
+    measured: str
+    findings: tuple = ()
+    unexplained: tuple = ()
+    unused: tuple = ()
+    note: str = ""  # replaces "exact" in the verdict when nothing was found
+
+
+def near(value, target) -> bool:
+    """Whether a measured number matches a signature's, up to float32 rounding."""
+    return bool(np.isfinite(value) and abs(value - target) <= TOLERANCE * (1 + abs(target)))
+
+
+def judge(runs: list, accumulation_steps: int) -> Judgement:
+    """Names the defects the probes show.
+
+    Args:
+        runs: ``(probe, subject_observation, exact_observation)`` for each
+            probe of :func:`gaviz.probes.make_probes`, in its order. A probe not
+            run (the subject stopped being measurable) has observations None.
+        accumulation_steps: the k the probes were run with.
+    """
+    k = accumulation_steps
+    findings, unexplained, unused, verdicts = [], [], [], []
+    context, stop, changes = _Context(), None, True
+    for probe, subject, exact in runs:
+        contributions, labels = _contributions(probe, subject, exact, k)
+        if stop or subject is None:
+            verdicts.append(Verdict(probe.name, probe.setup, "", f"not run: {stop}",
+                                    np.array([]), []))
+            continue
+        outcome, context, stop = _judge_probe(probe, subject, exact, k, context)
+        if stop == _UNCHANGED:
+            changes = False
+        findings += outcome.findings
+        unexplained += outcome.unexplained
+        unused += outcome.unused
+        names = [f.name for f in outcome.findings]
+        if outcome.unexplained:
+            names.append("unexplained")
+        verdict = ", ".join(names) or outcome.note or "exact"
+        verdicts.append(Verdict(probe.name, probe.setup, outcome.measured, verdict,
+                                contributions, labels))
+    return Judgement(findings, unexplained, unused, changes, verdicts)
+
+
+_UNCHANGED = "the subject does not change the weights"
+_WIPED = "the subject wipes the weights"
+
+
+def stop_reason(subject: Observation, exact: Observation) -> str | None:
+    """Why the windows probe leaves nothing to measure in later ones, or None.
+
+    A subject whose updates zero every weight, or that moves none, would read
+    the same on every later probe: those are not run.
+    """
+    if _trouble(subject):
+        return None
+    final = subject.after_epoch[-1]
+    if not np.any(final) and np.any(exact.after_epoch[-1]):
+        return _WIPED
+    if np.array_equal(final, subject.start):
+        return _UNCHANGED
+    return None
+
+
+def _judge_probe(probe, subject, exact, k, context):
+    """Returns (outcome, context for later probes, reason to stop or None)."""
+    trouble = _trouble(subject)
+    if trouble:
+        return _Outcome("", unexplained=[f"{probe.name} probe: {trouble}"]), context, None
+    if probe.name == "windows":
+        return _judge_windows(probe, subject, exact, k)
+    judges = {"ragged": _judge_ragged, "tail": _judge_tail, "clipping": _judge_clipping}
+    return judges[probe.name](probe, subject, exact, k, context), context, None
+
+
+def _trouble(subject):
+    if subject.error:
+        return f"the run stopped: {subject.error}"
+    if not all(np.all(np.isfinite(w)) for w in subject.after_epoch):
+        return "the weights became non-finite"
+    return None
+
+
+def _contributions(probe, subject, exact, k):
+    """The probe's contributions and their labels, for the table's picture."""
+    if subject is None or exact is None or not subject.after_epoch:
+        return np.array([]), []
+    values = probes.contributions(subject, exact)
+    used = len(probe.sizes)
+    labels = [f"{i + 1}" for i in range(used)]
+    if probe.name == "windows":
+        labels = [f"w{i // k + 1}.{i % k + 1}" for i in range(used)]
+    elif probe.name == "ragged":
+        labels = [f"n={n}" for n in probe.sizes] + ["L2"] * probes.PENALIZED_WEIGHTS
+        return np.concatenate([values[:used], values[len(probe.initial):]]), labels
+    elif probe.name == "tail":
+        labels = [f"full {i + 1}" for i in range(k)] + [f"tail {i + 1}" for i in range(used - k)]
+    return values[:used], labels
+
+
+# ------------------------------------------------------------------ windows
+
+
+def _judge_windows(probe, subject, exact, k):
+    """Scale, steps per window, re-applied windows and wiped weights."""
+    stop = stop_reason(subject, exact)
+    if stop == _WIPED:
+        finding = Finding("zeroed_weights", probe.name, 0.0,
+                          "every weight is 0 after the probe's updates (the exact trainer's "
+                          "are not): the updates wipe the model")
+        return _Outcome("every weight 0", [finding]), _Context(), _WIPED
+    if stop == _UNCHANGED:
+        measured = f"no weight moved in {probes.WINDOWS} windows"
+        return _Outcome(measured, note="unchanged"), _Context(), _UNCHANGED
+
+    windows = probes.contributions(subject, exact)[: probes.WINDOWS * k].reshape(-1, k)
+    per_window = windows.mean(axis=1)
+    scale = per_window[-1]  # the last window is applied once by any subject
+    steps = subject.optimizer_steps / probes.WINDOWS if subject.optimizer_steps else None
+    steps_text = "not counted" if steps is None else f"{steps:.2f}"
+    shares = ", ".join(f"{w:.2f}" for w in per_window)
+    measured = f"windows {shares}x exact; optimizer steps per window: {steps_text}"
+    if not all(near(v, row.mean()) for row in windows for v in row):
+        spread = ", ".join(f"{row.min():.2f}-{row.max():.2f}" for row in windows)
+        return _Outcome(measured, unexplained=[
+            f"windows probe: micro-batches of one window count differently (per window: "
+            f"{spread} times their exact share)"]), _Context(window_scale=scale), None
+    if near(scale, 0):
+        return _Outcome(measured, unexplained=[
+            "windows probe: the last full window is never applied"]), _Context(), None
+
+    findings, unexplained = [], []
+    context = _Context(window_scale=scale)
+    profile = per_window / scale
+    if not all(near(p, 1) for p in profile):
+        if profile[0] > 1 and np.all(np.diff(profile) < 0):
+            findings.append(Finding(
+                "missing_reset", probe.name, float(profile[0]),
+                f"window 1's gradient counts {profile[0]:.2f}x in the probe's "
+                f"{probes.WINDOWS} updates (exact: once): each update re-applies the earlier "
+                "windows"))
+        else:
+            shares = ", ".join(f"{p:.2f}" for p in profile)
+            unexplained.append(f"windows probe: the windows count {shares} times the last one")
+
+    if steps is not None and steps < 1 and not near(steps, 1):
+        unexplained.append(f"windows probe: {steps:.2f} optimizer steps per window")
+    if steps is not None and steps > 1 and not near(steps, 1):
+        findings.append(Finding(
+            "update_every_micro_step", probe.name, steps,
+            f"{steps:.2f} optimizer steps per window of {k} micro-batches (exact: 1)"))
+        if near(scale, k + 1) or near(scale, k):  # with or without a window update
+            context = _Context(micro_part=k, window_scale=scale - k)
+        else:
+            unexplained.append(f"windows probe: with {steps:.2f} steps per window the "
+                               f"weights move {scale:.2f}x as far as the exact update")
+            context = _Context(micro_part=k, window_scale=max(scale - k, 0.0))
+    elif near(scale, 1):
+        pass
+    elif near(scale, k):
+        findings.append(Finding(
+            "missing_normalization", probe.name, float(scale),
+            f"every update is {scale:.2f}x the exact one (k = {k}): the micro-batches' "
+            "mean losses are summed, not divided"))
+        context = _Context(window_scale=scale, missing_normalization=True)
+    elif steps is None and near(scale, k + 1):
+        findings.append(Finding(
+            "update_every_micro_step", probe.name, float(scale),
+            f"every window moves the weights {scale:.2f}x as far as the exact update, as "
+            f"{k} micro-batch steps and a window step do (optimizer steps not counted: the "
+            "subject does not step the optimizer it is given)"))
+        context = _Context(micro_part=k, window_scale=1.0)
+    else:
+        unexplained.append(f"windows probe: every update is {scale:.2f}x the exact one")
+    return _Outcome(measured, findings, unexplained), context, None
+
+
+# ------------------------------------------------------------------- ragged
+
+
+def _judge_ragged(probe, subject, exact, k, context):
+    """Whether a sample's weight depends on its micro-batch's size; the penalty's count."""
+    all_contributions = probes.contributions(subject, exact)
+    sizes = np.array(probe.sizes, dtype=np.float64)
+    data = all_contributions[: len(sizes)]
+    penalty = float(np.mean(all_contributions[len(probe.initial):]))
+    # contribution_i = a * (N / k) / n_i + b: b = 1 for an exact window, a = 1
+    # for a mean of means; the subject's own micro-batch steps add k to a.
+    basis = np.stack([sizes.sum() / (k * sizes), np.ones_like(sizes)], axis=1)
+    (a, b), *_ = np.linalg.lstsq(basis, data, rcond=None)
+    a -= context.micro_part
+    small, large = sizes.argmin(), sizes.argmax()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_sample = data[small] / data[large]
+    moves = [o.after_epoch[0][: len(sizes)] - o.start[: len(sizes)] for o in (subject, exact)]
+    error = float(np.linalg.norm(moves[0] - moves[1]) / np.linalg.norm(moves[1]))
+    measured = (f"a sample in a micro-batch of {sizes[small]:.0f} counts {per_sample:.2f}x one "
+                f"in a micro-batch of {sizes[large]:.0f}; update off by {error:.0%}; "
+                f"penalty {penalty:.2f}x exact")
+    findings, unexplained, unused, notes = [], [], [], []
+
+    scale = context.window_scale
+    if near(scale, 0) or not np.isfinite(scale):
+        notes.append("size dependence not judged")
+    elif near(a / scale, 0) and near(b / scale, 1):
+        pass
+    elif near(a / scale, 1) and near(b / scale, 0):
+        if context.missing_normalization:
+            notes.append("as missing_normalization")
+        else:
+            sizes_text = ", ".join(f"{n:.0f}" for n in sizes)
+            findings.append(Finding(
+                "mean_of_means", probe.name, float(per_sample),
+                f"micro-batches of {sizes_text} samples weigh the same in the update: a "
+                f"sample in a micro-batch of {sizes[small]:.0f} counts {per_sample:.2f}x one in "
+                f"a micro-batch of {sizes[large]:.0f} (the update is off by {error:.0%})"))
+    else:
+        unexplained.append(
+            f"ragged probe: micro-batches of {', '.join(f'{n:.0f}' for n in sizes)} samples "
+            f"count {', '.join(f'{c:.2f}' for c in data)} times their exact share")
+
+    if near(penalty, 0):
+        unused.append("the model's regularization losses (model.losses)")
+    elif near(penalty, 1):
+        pass
+    elif near(penalty, k):
+        findings.append(Finding(
+            "regularizer_every_micro_step", probe.name, penalty,
+            f"the weight penalty moves the weights {penalty:.2f}x as far as the exact update: "
+            f"it is added once per micro-batch ({k} per update), not once per update"))
+    else:
+        unexplained.append(f"ragged probe: the weight penalty counts {penalty:.2f} times per "
+                           "update (exact: once)")
+    if unused and not findings and not unexplained:
+        notes.append("penalty not used")
+    return _Outcome(measured, findings, unexplained, unused, "; ".join(notes))
+
+
+# --------------------------------------------------------------------- tail
+
+
+def _judge_tail(probe, subject, exact, k, context):
+    """What happens to the partial window: applied, under-scaled, dropped or carried."""
+    m = len(probe.sizes) - k
+    samples = sum(probe.sizes[k:])
+    first = probes.contributions(subject, exact, epoch=1)[k : k + m]
+    second = probes.contributions(subject, exact, epoch=2)[k : k + m]
+    # The subject's own micro-batch steps count m for a window of m micro-batches.
+    tail = float(np.mean(first)) - context.micro_part * m / k
+    after_two = float(np.mean(second))
+    scale = context.window_scale
+    measured = (f"partial window {tail / scale if scale else tail:.2f}x exact after epoch 1, "
+                f"its weights {after_two:.2f}x exact after epoch 2")
+    what = f"the partial window ({m} of {k} micro-batches, {samples} samples)"
+    findings, unexplained, note = [], [], ""
+    if near(tail, scale):
+        pass
+    elif near(tail, scale * m / k):
+        if context.missing_normalization:
+            note = "as missing_normalization"
+        else:
+            findings.append(Finding(
+                "under_scaled_tail", probe.name, tail / scale,
+                f"{what} moves the weights {tail / scale:.2f}x as far as the exact update: it "
+                f"is divided as if it held {k} micro-batches"))
+    elif near(tail, 0):
+        if near(after_two, 0) or context.micro_part:
+            findings.append(Finding(
+                "dropped_tail", probe.name, after_two,
+                f"{what} never reaches the weights: after 2 epochs its weights moved "
+                f"{after_two:.2f}x as far as the exact trainer's"))
+        else:
+            findings.append(Finding(
+                "carried_tail", probe.name, after_two,
+                f"{what} is not applied at the end of the epoch but in the next one, mixed "
+                f"with its first micro-batches (its weights moved 0.00x the exact trainer's "
+                f"after epoch 1, {after_two:.2f}x after epoch 2)"))
+    else:
+        unexplained.append(f"tail probe: {what} counts {tail:.2f} times its exact share")
+    return _Outcome(measured, findings, unexplained, note=note)
+
+
+# ----------------------------------------------------------------- clipping
+
+
+def _judge_clipping(probe, subject, exact, k, context):
+    """Whether the window is clipped once, each micro-batch is, or nothing is."""
+    used = len(probe.sizes)
+    moves = [o.after_epoch[0][:used] - o.start[:used] for o in (subject, exact)]
+    ratio = float(np.linalg.norm(moves[0]) / np.linalg.norm(moves[1]))
+    measured = f"update {ratio:.2f}x as long as the clip allows"
+    if context.micro_part:
+        return _Outcome(measured, note="not judged: the subject steps on every micro-batch")
+    if near(ratio, 1):
+        return _Outcome(measured)
+    if near(ratio, 1 / np.sqrt(k)):
+        return _Outcome(measured, [Finding(
+            "per_micro_batch_clipping", probe.name, ratio,
+            f"with every micro-batch's gradient above global_clipnorm, the update is "
+            f"{ratio:.2f}x as long as the clip allows (1/sqrt({k})): each micro-batch is "
+            "clipped before accumulating")])
+    if ratio > 1:
+        return _Outcome(measured, unused=["the optimizer's clipping (global_clipnorm)"],
+                        note="clipping not used")
+    return _Outcome(measured, unexplained=[
+        f"clipping probe: the update is {ratio:.2f}x as long as the clip allows"])
