@@ -84,6 +84,16 @@ def gaviz_epoch(model, dataset, accumulation_steps):
     return lambda: trainer.fit(dataset, epochs=1)
 
 
+def gaviz_arrays_epoch(model, dataset, accumulation_steps):
+    """gaviz given the arrays (micro-batches gathered inside the graph)."""
+    x, y = (np.concatenate(part) for part in zip(*dataset.as_numpy_iterator()))
+    batch = int(next(iter(dataset))[0].shape[0])
+    trainer = gaviz.AccumulationTrainer(
+        model, keras.optimizers.SGD(LR), loss_object(), accumulation_steps
+    )
+    return lambda: trainer.fit(x, y, batch_size=batch, epochs=1, shuffle=False)
+
+
 def plain_epoch(model, dataset):
     """The textbook step: one batch, one gradient, one update; no accumulation."""
     optimizer, loss_fn = keras.optimizers.SGD(LR), loss_object()
@@ -103,6 +113,7 @@ def plain_epoch(model, dataset):
 
 
 GAVIZ = f"gaviz, micro-batch {MICRO} x k = {K}"
+GAVIZ_ARRAYS = f"gaviz on arrays, micro-batch {MICRO} x k = {K}"
 PLAIN_SMALL = f"plain step, batch {MICRO}"
 PLAIN_BIG = f"plain step, batch {MICRO * K}"
 # name -> (batch size of the dataset, epoch maker taking (model, dataset))
@@ -113,6 +124,7 @@ CONFIGURATIONS = {
     f"gaviz, k = 1, batch {MICRO * K}": (
         MICRO * K, functools.partial(gaviz_epoch, accumulation_steps=1)
     ),
+    GAVIZ_ARRAYS: (MICRO, functools.partial(gaviz_arrays_epoch, accumulation_steps=K)),
 }
 
 

@@ -37,13 +37,19 @@ class RunPlan:
     samples: int = 4096
     hidden: int = 64
     seed: int = 0
+    #: A batch-size warm-up: k doubles each epoch, from 1 up to ``accumulation_steps``.
+    warmup: bool = False
 
     @property
     def label(self) -> str:
-        return (
-            f"k={self.accumulation_steps}, micro {self.micro_batch_size}, "
-            f"effective {self.effective_batch_size}"
-        )
+        k = f"1→{self.accumulation_steps}" if self.warmup else self.accumulation_steps
+        return f"k={k}, micro {self.micro_batch_size}, effective {self.effective_batch_size}"
+
+    def steps(self, epoch: int) -> int:
+        """k in ``epoch`` (from 1): ``accumulation_steps``, or the warm-up's value."""
+        if not self.warmup:
+            return self.accumulation_steps
+        return min(self.accumulation_steps, 2 ** (epoch - 1))
 
 
 @dataclass
@@ -137,7 +143,7 @@ def make_trainer(plan: RunPlan, trainer: str | None = None) -> AccumulationTrain
         demo.make_model(plan.seed, hidden=plan.hidden),
         demo.make_optimizer(plan.optimizer, plan.learning_rate),
         "mse",
-        plan.accumulation_steps,
+        plan.steps if plan.warmup else plan.accumulation_steps,
         **tail,
     )
 

@@ -67,7 +67,7 @@ class Dashboard:
     def __init__(self, steps=(1, 2, 4, 8), micro_batch_size=32, effective_batch_size=256,
                  hold="effective", learning_rate=0.01, optimizer="adam", epochs=3,
                  preset="regression", tail="flush", trainer=EXACT, x_axis="samples",
-                 seed=0, min_redraw_interval=0.25):
+                 seed=0, min_redraw_interval=0.25, warmup=False):
         style = {"description_width": "150px"}
         wide = widgets.Layout(width="360px")
         self.steps = widgets.SelectMultiple(
@@ -96,6 +96,9 @@ class Dashboard:
                                      description="tail", style=style, layout=wide)
         self.trainer = widgets.Dropdown(options=[EXACT, *PITFALLS], value=trainer,
                                         description="trainer", style=style, layout=wide)
+        self.warmup = widgets.Checkbox(
+            value=warmup, description="warm up k: 1, 2, 4... per epoch", indent=False,
+            layout=wide)
         self.x_axis = widgets.ToggleButtons(options=list(X_AXES), value=x_axis,
                                             style={"button_width": "80px"},
                                             layout=widgets.Layout(width="auto"))
@@ -123,7 +126,7 @@ class Dashboard:
 
         self._settings = [self.steps, self.hold, self.micro_batch_size, self.effective_batch_size,
                           self.learning_rate, self.optimizer, self.epochs, self.preset,
-                          self.tail, self.trainer, self.x_axis]
+                          self.tail, self.trainer, self.warmup, self.x_axis]
         for control in self._settings:
             control.observe(lambda _: self._show_plan(), names="value")
         self.x_axis.observe(lambda _: self._replot(), names="value")
@@ -135,7 +138,7 @@ class Dashboard:
                 widgets.VBox([self.steps, self.hold, self.micro_batch_size,
                               self.effective_batch_size]),
                 widgets.VBox([self.learning_rate, self.optimizer, self.epochs, self.preset,
-                              self.tail, self.trainer]),
+                              self.tail, self.trainer, self.warmup]),
             ]),
             self.plan,
             widgets.HBox([self.run_button, self.stop_button, self.progress, self.x_axis]),
@@ -152,7 +155,7 @@ class Dashboard:
             self.micro_batch_size.value, samples=preset["samples"], tail=self.tail.value,
             epochs=self.epochs.value, trainer=self.trainer.value,
             optimizer=self.optimizer.value, learning_rate=self.learning_rate.value,
-            hidden=preset["hidden"], seed=self.seed,
+            hidden=preset["hidden"], seed=self.seed, warmup=self.warmup.value,
         )
 
     def _show_plan(self):

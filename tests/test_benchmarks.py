@@ -122,9 +122,10 @@ def memory_growth(configuration: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_accumulation_holds_one_micro_batch_of_activations_at_a_time():
+@pytest.mark.parametrize("source", ["GAVIZ", "GAVIZ_ARRAYS"])
+def test_accumulation_holds_one_micro_batch_of_activations_at_a_time(source):
     bench_memory = pytest.importorskip("bench_memory")
-    accumulated = memory_growth(bench_memory.GAVIZ)
+    accumulated = memory_growth(getattr(bench_memory, source))
     plain = memory_growth(bench_memory.PLAIN_SMALL)
     big = memory_growth(bench_memory.PLAIN_BIG)
     extra = accumulated["growth_bytes"] - plain["growth_bytes"]

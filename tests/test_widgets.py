@@ -130,3 +130,12 @@ def test_changing_the_x_axis_redraws_finished_runs():
     board.x_axis.value = "updates"
     line = board.figure.lines[board.results[0].plan.label]
     np.testing.assert_array_equal(line.get_xdata(), range(1, len(board.results[0].history) + 1))
+
+
+def test_a_warm_up_of_k_plots_a_ramp():
+    board = gaviz.dashboard(preset="small", epochs=4, steps=(8,), hold="micro",
+                            micro_batch_size=32, warmup=True, min_redraw_interval=0.0)
+    assert "k=1→8, micro 32" in board.plan.value
+    run_to_end(board)
+    ks = board.results[0].history.accumulation_steps
+    assert sorted(set(ks)) == [1, 2, 4, 8] and ks == sorted(ks)
