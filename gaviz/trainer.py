@@ -254,6 +254,10 @@ class AccumulationTrainer(tf.Module):
         done = tf.constant(0)
         go_on = tf.constant(True)
         while go_on and done < max_windows:
+            # Windows one at a time too: the next window's sums start from
+            # zeros, so without this its first micro-step could run while this
+            # window's gradients are still being applied (more memory at the peak).
+            tf.autograph.experimental.set_loop_options(parallel_iterations=1)
             sums, steps, result = self._window(source, sums, steps, accumulation_steps)
             rows = rows.write(done, result.pack())
             done += 1
