@@ -1,0 +1,66 @@
+"""One TensorFlow in every environment."""
+
+import json
+import pathlib
+import subprocess
+import sys
+import tomllib
+
+from packaging.requirements import Requirement
+
+from gaviz import _tensorflow
+from one_tensorflow import canonical, tensorflow_distributions
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+MINIMUM = ".".join(map(str, _tensorflow.MINIMUM_VERSION))
+
+
+def test_binder_resolves_to_exactly_one_tensorflow(tmp_path):
+    """pip's resolver on binder/requirements.txt, as Binder runs it, installs one TensorFlow."""
+    report = tmp_path / "report.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+         "--report", str(report), "-r", "binder/requirements.txt"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    chosen = {canonical(item["metadata"]["name"]): item["metadata"]["version"]
+              for item in json.loads(report.read_text())["install"]}
+    assert tensorflow_distributions(chosen) == ["tensorflow-cpu"], sorted(chosen)
+    assert chosen["gaviz"] == PROJECT["version"]
+    assert Requirement(f"tensorflow>={MINIMUM}").specifier.contains(chosen["tensorflow-cpu"])
+
+
+def test_tensorflow_is_checked_at_import_not_required():
+    """No TensorFlow distribution is a hard requirement; each extra installs exactly one."""
+    names = [Requirement(r).name for r in PROJECT["dependencies"]]
+    assert tensorflow_distributions(names) == []
+    extras = PROJECT["optional-dependencies"]
+    expected = {"tensorflow": "tensorflow", "and-cuda": "tensorflow", "tensorflow-cpu": "tensorflow-cpu"}
+    for extra, distribution in expected.items():
+        (requirement,) = [Requirement(r) for r in extras[extra]]
+        assert canonical(requirement.name) == distribution, extra
+        assert str(requirement.specifier) == f">={MINIMUM}", extra
+    assert Requirement(extras["and-cuda"][0]).extras == {"and-cuda"}
+    # lab and test compose with any TensorFlow: they bring none of their own.
+    for extra in ("lab", "test"):
+        assert tensorflow_distributions(Requirement(r).name for r in extras[extra]) == []
+
+
+def test_makefile_installs_one_extra_tensorflow():
+    makefile = (ROOT / "Makefile").read_text()
+    assert "TF_EXTRA ?= tensorflow\n" in makefile
+    assert '-e ".[$(TF_EXTRA),test]"' in makefile and '-e ".[$(TF_EXTRA),lab]"' in makefile
+    assert "tests/one_tensorflow.py" in makefile.split("binder-check:")[1]
+
+
+def test_one_tensorflow_tells_companions_from_distributions():
+    names = ["tensorflow_cpu", "TensorFlow", "tf-nightly", "tensorflow-intel", "tensorflow-io",
+             "tensorflow-io-gcs-filesystem", "tensorboard", "tensorflow-estimator", "keras"]
+    assert tensorflow_distributions(names) == [
+        "tensorflow", "tensorflow-cpu", "tensorflow-intel", "tf-nightly"]
+
+
+
+
