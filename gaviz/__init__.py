@@ -13,7 +13,7 @@ Public API:
     demo: the built-in synthetic data set and model.
 """
 
-from gaviz import _tensorflow  # noqa: F401  first: checks that TensorFlow is there and recent enough
+from gaviz import _tensorflow  # noqa: F401  first: checks TensorFlow, loads it quietly
 from gaviz import demo, pitfalls
 from gaviz.batchnorm import batch_dependence
 from gaviz.compare import Run, compare_steps

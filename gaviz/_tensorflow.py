@@ -1,4 +1,4 @@
-"""TensorFlow for gaviz: checked once at import.
+"""TensorFlow for gaviz: checked once at import, and loaded without its start-up log.
 
 gaviz needs TensorFlow but does not pick its distribution: ``tensorflow`` (CPU,
 and GPU on Linux with ``tensorflow[and-cuda]``), ``tensorflow-cpu`` and vendor
@@ -7,13 +7,26 @@ would make pip install a second copy next to any other (TensorFlow Probability
 and TensorFlow Datasets check at import time for the same reason). The extras
 ``gaviz[tensorflow]``, ``gaviz[and-cuda]`` and ``gaviz[tensorflow-cpu]`` install
 one.
+
+Importing TensorFlow prints its native start-up log to the process's stderr
+(file descriptor 2), most of it before its logging is initialized, so
+``TF_CPP_MIN_LOG_LEVEL`` cannot hide it: a notebook shows it as a red error
+box. While gaviz imports TensorFlow and lists its devices, descriptor 2 goes
+to a temporary file; afterwards every line of it is written back to stderr
+except TensorFlow's informational (``I``) records and the harmless messages
+of ``_START_UP_NOISE``. Warnings, errors and Python's own output still show.
+``startup_log`` keeps all of it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import os
 import re
+import sys
+import tempfile
 
 MINIMUM_VERSION = (2, 16)  # the first TensorFlow with Keras 3
 
@@ -25,13 +38,97 @@ INSTALL_HELP = (
     "or install TensorFlow yourself: pip install 'tensorflow>={minimum}' (or a vendor build)."
 )
 
+# Messages TensorFlow prints while it loads, on a machine where nothing is
+# wrong. Each is matched as a substring of a line.
+_START_UP_NOISE = (
+    # absl's notice that it has no log configuration yet (printed once per native library).
+    "All log messages before absl::InitializeLog() is called are written to STDERR",
+    # TensorFlow 2.15-2.17: the CUDA plugins register twice; harmless, fixed later.
+    "when one has already been registered",
+    "computation placer already registered",
+    # A full `tensorflow` wheel on a machine without TensorRT.
+    "TF-TRT Warning: Could not find TensorRT",
+)
+# A full `tensorflow` wheel on a machine without an NVIDIA driver logs the
+# missing driver (an informational record), then an error when it tries to
+# initialize CUDA anyway; after the first, the second tells nothing new.
+_NO_DRIVER = "Could not find cuda drivers on your machine"
+_CUINIT_FAILED = "failed call to cuInit"
+# A log record's prefix: severity, MMDD, time (before logging is set up: 0000 and
+# 00:00:<seconds since 1970>), thread, file:line]
+_RECORD = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [^\]]*\] ")
+
+startup_log = ""  # everything TensorFlow printed while gaviz imported it
+
+
+def filter_startup_log(text: str) -> str:
+    """Returns the lines of ``text`` worth showing: all but start-up noise.
+
+    ``text`` is native output: log records (``I0101 12:00:00.000000 1 file.cc:1] ...``,
+    whose message may go on over lines without that prefix) and anything else
+    a library printed. Dropped: informational (``I``) records, lines with a
+    message of ``_START_UP_NOISE``, and the failed CUDA initialization that
+    follows a "could not find cuda drivers" record. Everything else
+    (warnings, errors, other output) is kept, in order.
+    """
+    no_driver = _NO_DRIVER in text
+    kept, dropping = [], False
+    for line in text.splitlines(keepends=True):
+        record = _RECORD.match(line)
+        if record:
+            dropping = record.group(1) == "I" or (no_driver and _CUINIT_FAILED in line)
+        if dropping or any(message in line for message in _START_UP_NOISE):
+            continue
+        kept.append(line)
+    return "".join(kept)
+
+
+@contextlib.contextmanager
+def _native_stderr_filtered():
+    """Sends file descriptor 2 to a temporary file meanwhile; writes back what matters.
+
+    Python's own ``sys.stderr`` keeps writing where it did (in a terminal it
+    writes to descriptor 2 as well, so it gets a copy of the real one), so
+    Python warnings and tracebacks are never held back or filtered.
+    """
+    global startup_log
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr at all: nothing to keep clean
+        yield
+        return
+    python_stderr = sys.stderr
+    with tempfile.TemporaryFile() as captured:
+        if python_stderr is not None:
+            python_stderr.flush()
+        if python_stderr is not None and python_stderr is sys.__stderr__:
+            sys.stderr = os.fdopen(os.dup(saved), "w", buffering=1,
+                                   encoding=python_stderr.encoding, errors="backslashreplace")
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            if sys.stderr is not python_stderr:
+                sys.stderr.close()
+                sys.stderr = python_stderr
+            captured.seek(0)
+            text = captured.read().decode("utf-8", errors="replace")
+            startup_log += text
+            shown = filter_startup_log(text)
+            if shown and python_stderr is not None:
+                python_stderr.write(shown)
+                python_stderr.flush()
+
+
 def _version_tuple(version: str) -> tuple[int, int]:
     major, minor = re.match(r"(\d+)\.(\d+)", version).groups()
     return int(major), int(minor)
 
 
 def import_tensorflow():
-    """Imports TensorFlow and checks its version; returns the module.
+    """Imports TensorFlow quietly and checks its version; returns the module.
 
     Raises:
         ImportError: TensorFlow is not installed, or older than
@@ -43,7 +140,11 @@ def import_tensorflow():
             "gaviz needs TensorFlow, and no TensorFlow is installed. "
             + INSTALL_HELP.format(minimum=minimum)
         )
-    tf = importlib.import_module("tensorflow")
+    with _native_stderr_filtered():
+        tf = importlib.import_module("tensorflow")
+        # Finding the devices loads the CUDA plugin, which logs too. Only the
+        # physical devices: the logical ones can still be configured after this.
+        tf.config.list_physical_devices()
     if _version_tuple(tf.__version__) < MINIMUM_VERSION:
         raise ImportError(
             f"gaviz needs TensorFlow >= {minimum} (for Keras 3). "

@@ -1,4 +1,6 @@
-"""A missing or old TensorFlow is named at import, with how to install it."""
+"""A first run shows nothing red: TensorFlow's start-up log is kept off stderr where
+gaviz loads it (import, command line), real errors still show, and a missing
+or old TensorFlow is named with how to install it."""
 
 import os
 import pathlib
@@ -6,20 +8,89 @@ import subprocess
 import sys
 import textwrap
 
+from gaviz import _tensorflow
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MODULE = ROOT / "gaviz" / "_tensorflow.py"
 
 
-def run_python(code, *args):
+def newcomer_env():
+    """The environment of a newcomer's shell: no TensorFlow log level set."""
+    env = dict(os.environ)
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    return env
+
+
+def run_python(code, *args, cwd=None):
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ))
+                          timeout=300, env=newcomer_env(), cwd=cwd)
 
 
-def fake_tensorflow(tmp_path, version="2.21.0"):
-    """A `tensorflow` package of the given version."""
+# What TensorFlow 2.21 (the full wheel) printed on importing it on a 2-core machine
+# without a GPU, as captured by gaviz (`gaviz._tensorflow.startup_log`).
+STARTUP = textwrap.dedent("""\
+    WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
+    I0000 00:00:1795316036.490718   15055 port.cc:153] oneDNN custom operations are on. You may see slightly different numerical results due to floating-point round-off errors from different computation orders. To turn them off, set the environment variable `TF_ENABLE_ONEDNN_OPTS=0`.
+    I0000 00:00:1795316036.491249   15055 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.
+    I0000 00:00:1795316036.582967   15055 cpu_feature_guard.cc:227] This TensorFlow binary is optimized to use available CPU instructions in performance-critical operations.
+    To enable the following instructions: AVX2 AVX512F AVX512_VNNI AVX512_BF16 AVX512_FP16 AVX_VNNI AMX_TILE AMX_INT8 AMX_BF16 FMA, in other operations, rebuild TensorFlow with the appropriate compiler flags.
+    WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
+    I0000 00:00:1795316039.912951   15055 port.cc:153] oneDNN custom operations are on. You may see slightly different numerical results due to floating-point round-off errors from different computation orders. To turn them off, set the environment variable `TF_ENABLE_ONEDNN_OPTS=0`.
+    I0000 00:00:1795316039.913750   15055 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.
+    E0000 00:00:1795316041.260031   15055 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)
+    """)
+
+
+def test_the_start_up_log_is_all_noise():
+    assert _tensorflow.filter_startup_log(STARTUP) == ""
+
+
+def test_warnings_and_errors_are_kept():
+    real = ("W0000 00:00:1795316036.5   15055 gpu_device.cc:2344] Cannot dlopen some GPU libraries.\n"
+            "E0000 00:00:1795316036.6   15055 cuda_dnn.cc:522] Loaded runtime CuDNN library: 8.1.0\n"
+            "  but source was compiled with: 8.9.4.\n"
+            "Illegal instruction: AVX512 not supported\n")
+    assert _tensorflow.filter_startup_log(STARTUP + real) == real
+    # With a driver present, a failed CUDA initialization is a real error.
+    with_driver = "\n".join(line for line in STARTUP.splitlines() if "cuda drivers" not in line) + "\n"
+    assert _tensorflow.filter_startup_log(with_driver).startswith("E0000")
+    assert "failed call to cuInit" in _tensorflow.filter_startup_log(with_driver)
+
+
+def test_import_is_silent():
+    result = run_python("import gaviz, gaviz._tensorflow as t; print(len(t.startup_log))")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert int(result.stdout) > 0, "TensorFlow printed nothing to silence: the test proves nothing"
+
+
+def test_command_line_stderr_is_empty_on_success(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "gaviz", "compare", "--steps", "1", "2", "--epochs", "1",
+         "--samples", "256", "--out", str(tmp_path / "curves.png")],
+        capture_output=True, text=True, timeout=300, env=newcomer_env(),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert "wrote" in result.stdout
+
+
+def fake_tensorflow(tmp_path, version="2.21.0", native=""):
+    """A `tensorflow` package that prints ``native`` to file descriptor 2 when imported."""
     package = tmp_path / "tensorflow"
     package.mkdir()
-    (package / "__init__.py").write_text(f"__version__ = {version!r}\n")
+    (package / "__init__.py").write_text(textwrap.dedent(f"""\
+        import os, sys, warnings
+        os.write(2, {native.encode()!r})
+        warnings.warn("a Python warning during the import")
+        __version__ = {version!r}
+
+        class config:
+            @staticmethod
+            def list_physical_devices(kind=None):
+                os.write(2, b"E0000 00:00:1.0 1 devices.cc:1] an error listing devices\\n")
+                return []
+        """))
     return tmp_path
 
 
@@ -31,6 +102,18 @@ LOAD_CHECK = textwrap.dedent("""\
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
     print("imported")
     """)
+
+
+def test_real_errors_still_show(tmp_path):
+    native = STARTUP + "W0000 00:00:1.0 1 a.cc:1] a real warning\nsome other native output\n"
+    result = run_python(LOAD_CHECK, str(fake_tensorflow(tmp_path, native=native)), str(MODULE))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "imported\n"
+    for shown in ("a real warning", "some other native output", "an error listing devices",
+                  "UserWarning: a Python warning during the import"):
+        assert shown in result.stderr
+    for hidden in ("absl::InitializeLog", "oneDNN", "cuda drivers", "cuInit", "To enable"):
+        assert hidden not in result.stderr
 
 
 def test_old_tensorflow_is_named_with_how_to_install(tmp_path):
