@@ -44,4 +44,4 @@ __all__ = [
     "demo",
     "plot_histories",
 ]
-__version__ = "0.1.0"
+from gaviz._version import __version__  # noqa: E402  from the package metadata

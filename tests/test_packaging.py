@@ -1,13 +1,16 @@
-"""One TensorFlow in every environment."""
+"""One TensorFlow in every environment; the version in one place."""
 
 import json
 import pathlib
+import re
 import subprocess
 import sys
 import tomllib
+from importlib import metadata
 
 from packaging.requirements import Requirement
 
+import gaviz
 from gaviz import _tensorflow
 from one_tensorflow import canonical, tensorflow_distributions
 
@@ -62,5 +65,7 @@ def test_one_tensorflow_tells_companions_from_distributions():
         "tensorflow", "tensorflow-cpu", "tensorflow-intel", "tf-nightly"]
 
 
-
-
+def test_version_comes_from_the_package_metadata():
+    assert gaviz.__version__ == metadata.version("gaviz") == PROJECT["version"]
+    source = (ROOT / "gaviz" / "__init__.py").read_text()
+    assert not re.search(r"__version__\s*=\s*['\"]", source), "the version is written in gaviz/__init__.py"
