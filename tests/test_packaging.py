@@ -1,6 +1,7 @@
-"""One TensorFlow in every environment; the version in one place."""
+"""One TensorFlow in every environment; the version in one place; the lab settings shipped."""
 
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -69,3 +70,49 @@ def test_version_comes_from_the_package_metadata():
     assert gaviz.__version__ == metadata.version("gaviz") == PROJECT["version"]
     source = (ROOT / "gaviz" / "__init__.py").read_text()
     assert not re.search(r"__version__\s*=\s*['\"]", source), "the version is written in gaviz/__init__.py"
+
+
+# JupyterLab's own settings schema for the plugin the overrides set.
+NOTIFICATION = "@jupyterlab/apputils-extension:notification"
+
+
+def test_lab_settings_turn_the_news_prompt_off():
+    overrides = json.loads((ROOT / "binder" / "overrides.json").read_text())
+    import jupyterlab
+
+    plugin, name = NOTIFICATION.split(":")
+    schema_path = pathlib.Path(jupyterlab.__file__).parent / "schemas" / plugin / f"{name}.json"
+    schema = json.loads(schema_path.read_text())["properties"]
+    settings = overrides[NOTIFICATION]
+    assert settings == {"fetchNews": "false", "checkForUpdates": False}
+    # The values are ones the schema allows ("none" is the default: ask).
+    assert settings["fetchNews"] in [choice["const"] for choice in schema["fetchNews"]["oneOf"]]
+    assert schema["checkForUpdates"]["type"] == "boolean"
+
+
+def test_post_build_installs_the_settings_where_jupyterlab_reads_them(tmp_path):
+    # A stand-in Python that names tmp_path as its environment's prefix.
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\necho {tmp_path / 'env'}\n")
+    python.chmod(0o755)
+    subprocess.run([str(ROOT / "binder" / "postBuild"), str(python)], check=True, cwd=tmp_path)
+    settings_dir = tmp_path / "env" / "share" / "jupyter" / "lab" / "settings"
+    assert (settings_dir / "overrides.json").read_bytes() == (ROOT / "binder" / "overrides.json").read_bytes()
+
+    from jupyterlab_server.settings_utils import _get_overrides
+
+    overrides, error = _get_overrides(str(settings_dir))
+    assert not error and overrides[NOTIFICATION]["fetchNews"] == "false"
+
+
+def test_this_environment_has_the_settings():
+    """`make test` and `make lab` ran binder/postBuild on .venv (JupyterLab's app settings dir)."""
+    installed = pathlib.Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    assert installed.exists(), f"{installed} is missing: run `binder/postBuild {sys.executable}`"
+    assert json.loads(installed.read_text()) == json.loads((ROOT / "binder" / "overrides.json").read_text())
+
+
+def test_binder_runs_post_build():
+    post_build = ROOT / "binder" / "postBuild"
+    assert os.access(post_build, os.X_OK), "repo2docker runs binder/postBuild only if it is executable"
+    assert "binder/postBuild $(VENV_BINDER)/bin/python" in (ROOT / "Makefile").read_text()
