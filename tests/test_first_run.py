@@ -1,23 +1,35 @@
 """A first run shows nothing red: TensorFlow's start-up log is kept off stderr where
-gaviz loads it (import, command line), real errors still show, and a missing
-or old TensorFlow is named with how to install it."""
+gaviz loads it (import, command line, the lessons' first cells), real errors
+still show, a missing or old TensorFlow is named with how to install it, and
+JupyterLab opens a lesson without marking it modified."""
 
+import json
 import os
 import pathlib
 import subprocess
 import sys
 import textwrap
 
+import nbformat
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import start_new_kernel
+from nbclient import NotebookClient
+
 from gaviz import _tensorflow
+from lesson_runner import lesson_paths
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MODULE = ROOT / "gaviz" / "_tensorflow.py"
 
 
 def newcomer_env():
-    """The environment of a newcomer's shell: no TensorFlow log level set."""
+    """The environment of a newcomer's shell: no TensorFlow log level set, and no
+    PYTEST_CURRENT_TEST, under which ipykernel stops sending what the process
+    writes to file descriptor 2 (TensorFlow's log) to the notebook."""
     env = dict(os.environ)
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    env.pop("PYTEST_CURRENT_TEST", None)
     return env
 
 
@@ -133,3 +145,53 @@ def test_missing_tensorflow_is_named_with_how_to_install(tmp_path):
     assert "ImportError: gaviz needs TensorFlow, and no TensorFlow is installed" in result.stderr
     for way in ("gaviz[tensorflow]", "gaviz[and-cuda]", "gaviz[tensorflow-cpu]", ">= 2.16"):
         assert way in result.stderr
+
+
+def first_code_cell(path):
+    notebook = nbformat.read(path, as_version=4)
+    notebook.cells = [next(c for c in notebook.cells if c.cell_type == "code")]
+    return notebook
+
+
+@pytest.mark.parametrize("path", lesson_paths(), ids=lambda p: p.name)
+def test_lesson_first_cell_shows_nothing_red(path):
+    notebook = first_code_cell(path)
+    NotebookClient(notebook, timeout=240, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute(env=newcomer_env())
+    outputs = notebook.cells[0].outputs
+    red = [o for o in outputs if o.get("name") == "stderr" or o.output_type == "error"]
+    assert red == [], red
+    assert "import gaviz" in notebook.cells[0].source.split("import tensorflow")[0], (
+        "the first cell imports TensorFlow (or Keras) before gaviz, which loads it quietly")
+
+
+@pytest.fixture(scope="module")
+def kernel_metadata():
+    """What JupyterLab writes into a notebook when it connects to the python3 kernel."""
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    manager, client = start_new_kernel(kernel_name="python3")
+    try:
+        msg_id = client.kernel_info()
+        reply = client.get_shell_msg(timeout=60)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = client.get_shell_msg(timeout=60)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    return {
+        "kernelspec": {"display_name": spec.display_name, "language": spec.language, "name": "python3"},
+        "language_info": reply["content"]["language_info"],
+    }
+
+
+@pytest.mark.parametrize("path", lesson_paths(), ids=lambda p: p.name)
+def test_lesson_opens_unmodified(path, kernel_metadata):
+    """JupyterLab overwrites kernelspec and language_info with the kernel's on opening a
+    notebook, and marks it modified if they differ: commit them as it writes them."""
+    metadata = json.loads(path.read_text())["metadata"]
+    committed, running = metadata["language_info"]["version"], kernel_metadata["language_info"]["version"]
+    assert committed == running, (
+        f"{path.name} says Python {committed}, the kernel runs {running}: JupyterLab marks the "
+        "lesson modified on opening (language_info.version follows the Python of binder/runtime.txt "
+        "and CI)")
+    assert metadata == kernel_metadata
