@@ -83,14 +83,40 @@ def filter_startup_log(text: str) -> str:
     return "".join(kept)
 
 
+class _PythonStderr:
+    """``sys.stderr`` while descriptor 2 is captured, in a process whose
+    ``sys.stderr`` writes to descriptor 2 (a terminal, a pipe).
+
+    Meanwhile it writes to ``real_fd``, a copy of the real descriptor 2, so
+    Python's own output (warnings, tracebacks, logging) is neither held back
+    nor filtered; afterwards it hands everything to the original object. (A
+    logging handler created during the import keeps this object, so it must
+    stay usable: TensorFlow's and absl's are.)
+    """
+
+    def __init__(self, original, real_fd):
+        self._original, self._real_fd = original, real_fd
+
+    def write(self, text):
+        if self._real_fd is None:
+            return self._original.write(text)
+        os.write(self._real_fd, text.encode(self._original.encoding or "utf-8", "backslashreplace"))
+        return len(text)
+
+    def flush(self):
+        if self._real_fd is None:
+            self._original.flush()
+
+    def release(self):
+        self._real_fd = None
+
+    def __getattr__(self, name):
+        return getattr(self._original, name)
+
+
 @contextlib.contextmanager
 def _native_stderr_filtered():
-    """Sends file descriptor 2 to a temporary file meanwhile; writes back what matters.
-
-    Python's own ``sys.stderr`` keeps writing where it did (in a terminal it
-    writes to descriptor 2 as well, so it gets a copy of the real one), so
-    Python warnings and tracebacks are never held back or filtered.
-    """
+    """Sends file descriptor 2 to a temporary file meanwhile; writes back what matters."""
     global startup_log
     try:
         saved = os.dup(2)
@@ -98,21 +124,22 @@ def _native_stderr_filtered():
         yield
         return
     python_stderr = sys.stderr
+    stand_in = None
     with tempfile.TemporaryFile() as captured:
         if python_stderr is not None:
             python_stderr.flush()
-        if python_stderr is not None and python_stderr is sys.__stderr__:
-            sys.stderr = os.fdopen(os.dup(saved), "w", buffering=1,
-                                   encoding=python_stderr.encoding, errors="backslashreplace")
+            if python_stderr is sys.__stderr__:
+                stand_in = sys.stderr = _PythonStderr(python_stderr, saved)
         os.dup2(captured.fileno(), 2)
         try:
             yield
         finally:
             os.dup2(saved, 2)
+            if stand_in is not None:
+                stand_in.release()
+                if sys.stderr is stand_in:
+                    sys.stderr = python_stderr
             os.close(saved)
-            if sys.stderr is not python_stderr:
-                sys.stderr.close()
-                sys.stderr = python_stderr
             captured.seek(0)
             text = captured.read().decode("utf-8", errors="replace")
             startup_log += text

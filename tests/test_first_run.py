@@ -76,6 +76,17 @@ def test_import_is_silent():
     assert int(result.stdout) > 0, "TensorFlow printed nothing to silence: the test proves nothing"
 
 
+def test_logging_set_up_during_the_import_still_works():
+    # TensorFlow's and absl's logging handlers are made while gaviz imports
+    # TensorFlow, and keep the sys.stderr of that moment.
+    result = run_python("import gaviz, tensorflow as tf\n"
+                        "from absl import logging\n"
+                        "tf.get_logger().warning('from TensorFlow')\n"
+                        "logging.warning('from absl')\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "WARNING:tensorflow:from TensorFlow\nWARNING:absl:from absl\n"
+
+
 def test_command_line_stderr_is_empty_on_success(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "gaviz", "compare", "--steps", "1", "2", "--epochs", "1",
@@ -92,9 +103,10 @@ def fake_tensorflow(tmp_path, version="2.21.0", native=""):
     package = tmp_path / "tensorflow"
     package.mkdir()
     (package / "__init__.py").write_text(textwrap.dedent(f"""\
-        import os, sys, warnings
+        import logging, os, sys, warnings
         os.write(2, {native.encode()!r})
         warnings.warn("a Python warning during the import")
+        logging.getLogger("tensorflow").addHandler(logging.StreamHandler())  # holds sys.stderr
         __version__ = {version!r}
 
         class config:
@@ -113,6 +125,8 @@ LOAD_CHECK = textwrap.dedent("""\
     spec = importlib.util.spec_from_file_location("gaviz_tensorflow_check", sys.argv[2])
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
     print("imported")
+    import logging
+    logging.getLogger("tensorflow").warning("logged after the import")
     """)
 
 
@@ -122,8 +136,9 @@ def test_real_errors_still_show(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout == "imported\n"
     for shown in ("a real warning", "some other native output", "an error listing devices",
-                  "UserWarning: a Python warning during the import"):
+                  "UserWarning: a Python warning during the import", "logged after the import"):
         assert shown in result.stderr
+    assert "Logging error" not in result.stderr
     for hidden in ("absl::InitializeLog", "oneDNN", "cuda drivers", "cuInit", "To enable"):
         assert hidden not in result.stderr
 
