@@ -363,7 +363,7 @@ def _trainer_epochs(cls, name, call):
             trainer = cls(model, optimizer, loss, k)
         for epoch in range(1, count + 1):
             with _blame(name, call, probe, epoch):
-                trainer.fit(dataset, epochs=1)
+                trainer.fit(dataset, epochs=1, verbose=0)
             yield
 
     return epochs
