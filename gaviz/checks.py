@@ -180,28 +180,6 @@ def check_loss(loss):
             )
 
 
-def check_terms(objective, y, y_pred):
-    """Runs each output's loss on one eager micro-batch and checks its shapes."""
-    y_true, y_pred = objective._as_built(objective.align(y, y_pred), y_pred)
-    for term in objective.terms:
-        y_t, y_p = _at(term.path, y_true), _at(term.path, y_pred)
-        check_targets(y_t, y_p, None)
-        try:
-            losses = term.loss.call(y_t, y_p)
-        except Exception as error:  # the loss's own message, with our context
-            raise ValueError(
-                f"`loss` failed on the first micro-batch: targets of shape "
-                f"{tuple(y_t.shape)}, model outputs of shape {tuple(y_p.shape)}: {error}"
-            ) from error
-        check_targets(y_t, y_p, losses)
-
-
-def _at(path, structure):
-    for key in path:
-        structure = structure[key]
-    return structure
-
-
 def check_targets(y, y_pred, per_sample_losses):
     """Checks, on one eager micro-batch, that targets fit the model's outputs.
 

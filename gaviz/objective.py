@@ -30,7 +30,7 @@ import keras
 import tensorflow as tf
 from keras import tree
 
-from gaviz import window
+from gaviz import checks, window
 
 #: What each Keras reduction divides a window by (``normalize``'s values).
 REDUCTION_NORMALIZE = {
@@ -106,7 +106,7 @@ class Objective:
         self.normalize = self._normalization([t.loss for t in flat])
         terms = []
         for path, loss, weight, name in flat:
-            values, mask = _values(loss, _at(path, y_true), _at(path, y_pred))
+            values, mask = _checked_values(loss, _at(path, y_true), _at(path, y_pred))
             per_row = None
             if len(flat) > 1:
                 per_row = self._elements_per_sample(name, values, mask)
@@ -254,6 +254,20 @@ def _values(loss, y_true, y_pred):
             "a scalar. Pass a Keras loss object, a loss name, or a function without "
             "reduction."
         )
+    return values, mask
+
+
+def _checked_values(loss, y_true, y_pred):
+    """``_values`` on an eager micro-batch, with targets and shapes checked."""
+    checks.check_targets(y_true, y_pred, None)
+    try:
+        values, mask = _values(loss, y_true, y_pred)
+    except (ValueError, TypeError, tf.errors.InvalidArgumentError) as error:
+        raise ValueError(
+            f"`loss` failed on the first micro-batch: targets of shape "
+            f"{tuple(y_true.shape)}, model outputs of shape {tuple(y_pred.shape)}: {error}"
+        ) from error
+    checks.check_targets(y_true, y_pred, values)
     return values, mask
 
 

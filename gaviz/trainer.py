@@ -138,11 +138,6 @@ class AccumulationTrainer(tf.Module):
         self.tail = checks.check_one_of("tail", tail, checks.TAIL_POLICIES)
         if normalize is not None:
             checks.check_one_of("normalize", normalize, checks.NORMALIZATIONS)
-        if accumulation_steps is None:
-            raise TypeError(
-                "`accumulation_steps` is required: the micro-batches per update, e.g. "
-                "AccumulationTrainer(model, accumulation_steps=8)."
-            )
         self.accumulation_steps = checks.check_accumulation_steps(accumulation_steps)
         self.windows_per_call = checks.check_windows_per_call(windows_per_call)
         self.call_size = fitting.CallSize(self.windows_per_call)
@@ -555,12 +550,11 @@ class AccumulationTrainer(tf.Module):
             if not self.model.trainable_variables:
                 raise ValueError("`model` has no trainable variables: nothing to train.")
             self._build()
+        self.objective.build(y, y_pred)
         with self.strategy.scope():
             # Keras's own build of compiled metrics and loss trackers (their
             # variables must exist before the graph is traced).
             self.model._symbolic_build(data_batch=tuple(first))
-        self.objective.build(y, y_pred)
-        checks.check_terms(self.objective, y, y_pred)
         self._checked_spec = feed.element_spec
 
 
