@@ -166,6 +166,18 @@ class AccumulationTrainer(tf.Module):
 
     def _build(self):
         """Creates optimizer slots, static facts, and carried sums if needed."""
+        if int(self.state.micro_step.numpy()) > 0:
+            # Counters exist from the start, so a checkpoint restored them;
+            # the model's weights, optimizer slots and a carried window did
+            # not exist then, and Keras does not restore them later.
+            raise ValueError(
+                "`model` was not built when this trainer was restored from a checkpoint "
+                f"(it had consumed {int(self.state.micro_step.numpy())} micro-batches): "
+                "its weights, optimizer state and any carried window were created after "
+                "the restore and hold fresh values, not the checkpoint's. Build the model "
+                "before restoring (model.build(input_shape), or call it on a batch), "
+                "then create the trainer and restore."
+            )
         variables = self.model.trainable_variables
         carry = self.tail == "carry" or self.window_sums_outlive_updates
         self.state.build(variables, carry=carry)
