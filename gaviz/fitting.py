@@ -26,7 +26,8 @@ AUTO_MAX_WINDOWS = 256
 
 
 def fit(trainer, feed, epochs, updates, callbacks, verbose, validation) -> History:
-    """Trains ``trainer`` for ``epochs`` epochs of ``feed``; see ``AccumulationTrainer.fit``.
+    """Trains ``trainer`` on ``feed`` for ``epochs`` (a range of epoch numbers
+    counted from 1); see ``AccumulationTrainer.fit``.
 
     Keras's ``CallbackList`` drives ``callbacks`` (plus its History and,
     unless ``verbose`` is 0, its progress bar) as ``Model.fit`` does;
@@ -37,13 +38,18 @@ def fit(trainer, feed, epochs, updates, callbacks, verbose, validation) -> Histo
     steps = feed.updates_per_epoch(trainer.accumulation_steps_for(1), trainer.tail)
     callback_list = keras.callbacks.CallbackList(
         callbacks, add_history=True, add_progbar=verbose != 0, model=trainer.model,
-        verbose=verbose, epochs=epochs, steps=steps,
+        verbose=verbose, epochs=epochs.stop - 1, steps=steps,
     )
     run = _Run(trainer, updates, callback_list, listening=bool(updates) or bool(callbacks))
     trainer.stop_training = False
+    trainer.model._initial_epoch = None
     callback_list.on_train_begin()
+    # BackupAndRestore, resuming, sets where to start (0-based, as Keras).
+    resume_at = getattr(trainer.model, "_initial_epoch", None)
+    if resume_at:
+        epochs = range(max(resume_at + 1, epochs.start), epochs.stop)
     try:
-        for epoch in range(1, epochs + 1):
+        for epoch in epochs:
             run.epoch(feed, epoch, validation)
             if trainer.stop_training:
                 break

@@ -473,6 +473,7 @@ class AccumulationTrainer(tf.Module):
         on_update: Callable[[Update], None] | Iterable[Callable[[Update], None]] | None = None,
         validation_batch_size: int | None = None,
         validation_freq: int = 1,
+        initial_epoch: int = 0,
     ) -> History:
         """Trains for ``epochs`` epochs, one update per window of micro-batches.
 
@@ -505,6 +506,9 @@ class AccumulationTrainer(tf.Module):
             validation_batch_size: batch size for validation (default
                 ``batch_size``).
             validation_freq: validate every this many epochs.
+            initial_epoch: the epoch to start at (counted from 0, as Keras
+                counts for callbacks), e.g. to resume a run;
+                ``BackupAndRestore`` sets it on resuming.
 
         Arrays are cut into micro-batches inside the graph, one ``gather``
         per micro-batch, with no ``tf.data`` pipeline (under a multi-replica
@@ -526,13 +530,20 @@ class AccumulationTrainer(tf.Module):
         """
         epochs = checks.check_positive_int("epochs", epochs)
         validation_freq = checks.check_positive_int("validation_freq", validation_freq)
+        if isinstance(initial_epoch, bool) or not isinstance(initial_epoch, int) or initial_epoch < 0:
+            raise ValueError(
+                f"`initial_epoch` must be an integer >= 0. Received: initial_epoch={initial_epoch!r}"
+            )
         updates = checks.check_callbacks(on_update)
         feed = fitting.make_feed(self, x, y, batch_size, shuffle, sample_weight)
         self._prepare(feed)
         validation = fitting.Validation.make(
             validation_data, validation_batch_size or batch_size, validation_freq
         )
-        return fitting.fit(self, feed, epochs, updates, callbacks, verbose, validation)
+        return fitting.fit(
+            self, feed, range(initial_epoch + 1, epochs + 1), updates, callbacks, verbose,
+            validation,
+        )
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  steps=None, callbacks=None, return_dict=False):
