@@ -56,8 +56,15 @@ def check_callbacks(on_update):
         return []
     if callable(on_update):
         return [on_update]
+    if isinstance(on_update, keras.callbacks.Callback):
+        on_update = [on_update]
     callbacks = list(on_update)
     for callback in callbacks:
+        if isinstance(callback, keras.callbacks.Callback) and not callable(callback):
+            raise TypeError(
+                f"`on_update` takes functions of a gaviz Update; {type(callback).__name__} "
+                "is a Keras callback: pass it as fit(..., callbacks=[...])."
+            )
         if not callable(callback):
             raise TypeError(
                 f"`on_update` must be a callable or a list of callables. Received an "
