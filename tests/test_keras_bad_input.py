@@ -60,9 +60,9 @@ def two_outputs():
     keras.utils.set_random_seed(1)
     inputs = keras.Input((5,))
     hidden = keras.layers.Dense(4, activation="tanh")(inputs)
-    return keras.Model(
-        inputs, {"a": keras.layers.Dense(1, name="a")(hidden), "b": keras.layers.Dense(2, name="b")(hidden)}
-    )
+    a = keras.layers.Dense(1, name="a")(hidden)
+    b = keras.layers.Dense(2, name="b")(hidden)
+    return keras.Model(inputs, {"a": a, "b": b})
 
 
 Y_TWO = {"a": Y, "b": np.concatenate([Y, -Y], axis=1)}
