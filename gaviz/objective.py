@@ -106,6 +106,12 @@ class Objective:
         self.normalize = self._normalization([t.loss for t in flat])
         terms = []
         for path, loss, weight, name in flat:
+            if tree.is_nested(_at(path, y_pred)) or tree.is_nested(_at(path, y_true)):
+                raise ValueError(
+                    "`loss` does not fit the model's outputs: give one loss per output, "
+                    f"or a dict keyed by output name. Received `loss`="
+                    f"{self.compile_loss._user_loss!r} for outputs {_structure(y_pred)}."
+                )
             values, mask = _checked_values(loss, _at(path, y_true), _at(path, y_pred))
             per_row = None
             if len(flat) > 1:
