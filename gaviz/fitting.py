@@ -90,7 +90,7 @@ class _Run:
         checks.check_epoch_length(feed.micro_batches(), k, trainer.tail)
         model.reset_metrics()
         self.callbacks.on_epoch_begin(epoch - 1)
-        consumed = self._windows(feed.epoch(), epoch, k)
+        consumed = self._calls(feed.epoch(), epoch, k)
         if consumed == 0 and not trainer.stop_training:
             raise ValueError(_empty_epoch_message(epoch))
         checks.check_epoch_length(feed.micro_batches() or consumed, k, trainer.tail)
@@ -100,7 +100,7 @@ class _Run:
         self.callbacks.on_epoch_end(epoch - 1, logs)
         self.logs = logs
 
-    def _windows(self, call, epoch, k) -> int:
+    def _calls(self, call, epoch, k) -> int:
         """Runs the windows of one epoch through ``call(max_windows, k)``;
         returns the micro-batches consumed."""
         k_tensor = tf.constant(k, tf.int64)

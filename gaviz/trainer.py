@@ -52,11 +52,16 @@ class AccumulationTrainer(tf.Module):
 
     Args:
         model: a ``keras.Model``. Built on the first micro-batch if it is not.
-        optimizer: a Keras optimizer without ``gradient_accumulation_steps``.
-            Clipping set on it (``clipnorm``, ``global_clipnorm``...) applies
-            to the accumulated gradient.
-        loss: a ``keras.losses.Loss``, a Keras loss name, or a callable
-            ``(y_true, y_pred)`` returning per-sample losses.
+        optimizer: a Keras optimizer without ``gradient_accumulation_steps``
+            (default: the one ``model.compile`` was given). Clipping set on it
+            (``clipnorm``, ``global_clipnorm``...) applies to the accumulated
+            gradient. The model is compiled with it, so ``model.optimizer`` is
+            the optimizer this trainer steps.
+        loss: what ``compile`` takes (default: the model's compiled loss): a
+            ``keras.losses.Loss``, a Keras loss name, a callable ``(y_true,
+            y_pred)`` returning per-sample losses, or a dict or list of them
+            for several outputs. Its ``reduction`` is honoured; Keras masks
+            (``Embedding(mask_zero=True)``, ``ignore_class``) are applied.
         accumulation_steps: micro-batches per update: an int >= 1, or a
             callable ``epoch -> int`` (epochs count from 1) for a schedule
             such as a batch-size warm-up. Read once per epoch, so the windows
@@ -67,11 +72,12 @@ class AccumulationTrainer(tf.Module):
         tail: what happens to a partial window at the end of an epoch:
             ``"flush"`` applies it, normalized by its own sample count;
             ``"drop"`` discards it; ``"carry"`` continues it into the next epoch.
-        normalize: what the window's summed loss is divided by:
-            ``"samples"``, its number of loss elements (Keras's
-            ``sum_over_batch_size`` on the big batch); ``"weights"``, its total
-            sample weight, e.g. the number of real tokens when the weights
-            mask padding (the fix Hugging Face adopted for token-level losses).
+        normalize: what the window's summed loss is divided by (default:
+            what the loss's ``reduction`` says): ``"samples"``, its number of
+            unmasked loss elements (Keras's ``sum_over_batch_size`` on the big
+            batch); ``"weights"``, its total sample weight, e.g. the number of
+            real tokens when the weights mask padding (the fix Hugging Face
+            adopted for token-level losses); ``"sum"``, nothing.
         jit_compile: compile each micro-step's forward and backward pass with XLA.
         strategy: a ``tf.distribute.Strategy`` (default: the one in scope).
             Build the model and optimizer under ``strategy.scope()`` and batch
@@ -88,6 +94,10 @@ class AccumulationTrainer(tf.Module):
             so ``stop_training`` lands after exactly that update), otherwise
             doubled while calls take under 20 ms. Callbacks see every update
             either way, after the call that applied it.
+        metrics: what ``compile`` takes (default: the model's compiled
+            metrics): Keras metric objects or names, updated on every
+            micro-batch, so their epoch values are the big batch's.
+        loss_weights: as ``compile`` takes them (default: the compiled ones).
 
     Raises:
         TypeError, ValueError: an argument is not what is described above.
