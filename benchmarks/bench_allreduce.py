@@ -122,7 +122,7 @@ def main(argv=None):
                           (per_micro_step(k), AllReduceEveryMicroStep)):
             trainer = make_trainer(cls, strategy, k)
             trainers[name] = trainer
-            contestants[name] = lambda trainer=trainer: trainer.fit(dataset, epochs=1)
+            contestants[name] = lambda trainer=trainer: trainer.fit(dataset, epochs=1, verbose=0)
     # The warm-up epoch (tracing), untimed, run here rather than by alternate()
     # so that the weights after it can be compared.
     for epoch in contestants.values():

@@ -54,7 +54,7 @@ def images(samples):
 def gaviz_epoch(x, y, micro, k):
     trainer = gaviz.AccumulationTrainer(make_model(), keras.optimizers.SGD(LR), LOSS, k)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(micro).prefetch(2)
-    return lambda: trainer.fit(dataset, epochs=1)
+    return lambda: trainer.fit(dataset, epochs=1, verbose=0)
 
 
 def keras_epoch(x, y, batch):

@@ -14,6 +14,8 @@ no trainer can beat without changing the arithmetic.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 from functools import partial
 
 import harness  # noqa: F401  (quiets TensorFlow before it is imported)
@@ -70,14 +72,33 @@ def max_weight_difference(a, b):
 def gaviz_epoch(x, y):
     """gaviz given the arrays, as Keras is: micro-batches cut inside the graph."""
     trainer = gaviz.AccumulationTrainer(make_model(), keras.optimizers.SGD(LR), "mse", K)
-    return lambda epochs: trainer.fit(x, y, batch_size=MICRO, epochs=epochs, shuffle=False)
+    return lambda epochs: trainer.fit(x, y, batch_size=MICRO, epochs=epochs, shuffle=False, verbose=0)
+
+
+def gaviz_metrics_epoch(x, y):
+    """gaviz on arrays with a compiled metric (Keras's MeanAbsoluteError, every micro-batch)."""
+    model = make_model()
+    model.compile(keras.optimizers.SGD(LR), "mse", metrics=["mae"])
+    trainer = gaviz.AccumulationTrainer(model, accumulation_steps=K)
+    return lambda epochs: trainer.fit(x, y, batch_size=MICRO, epochs=epochs, shuffle=False, verbose=0)
+
+
+def gaviz_progress_epoch(x, y):
+    """gaviz on arrays with Keras's progress bar (verbose=1), its output discarded."""
+    trainer = gaviz.AccumulationTrainer(make_model(), keras.optimizers.SGD(LR), "mse", K)
+
+    def train(epochs):
+        with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+            trainer.fit(x, y, batch_size=MICRO, epochs=epochs, shuffle=False, verbose=1)
+
+    return train
 
 
 def gaviz_dataset_epoch(x, y):
     """gaviz given a tf.data pipeline of micro-batches (the same for every epoch)."""
     trainer = gaviz.AccumulationTrainer(make_model(), keras.optimizers.SGD(LR), "mse", K)
     dataset = micro_batches(x, y)
-    return lambda epochs: trainer.fit(dataset, epochs=epochs)
+    return lambda epochs: trainer.fit(dataset, epochs=epochs, verbose=0)
 
 
 def keras_builtin_epoch(x, y, steps_per_execution=1):
@@ -184,6 +205,8 @@ def floor_epoch(x, y):
 
 GAVIZ = "gaviz AccumulationTrainer, arrays (windows in the graph, windows_per_call=auto)"
 GAVIZ_DATASET = "gaviz AccumulationTrainer, a tf.data pipeline of micro-batches"
+GAVIZ_METRICS = "gaviz on arrays, with metrics=[\"mae\"]"
+GAVIZ_PROGRESS = "gaviz on arrays, with Keras's progress bar (verbose=1)"
 #: Keras's steps_per_execution values tried; "Keras at its best" is the fastest.
 KERAS_STEPS_PER_EXECUTION = (1, 8, 64, 256)
 
@@ -195,11 +218,13 @@ def keras_label(steps_per_execution):
 
 KERAS = keras_label(1)
 FLOOR = "floor: the same forward/backward passes in one graph call, no data, no updates"
-SHORT_LABELS = ["gaviz", "gaviz, tf.data", *(f"Keras built-in, spe {s}" for s in KERAS_STEPS_PER_EXECUTION),
+SHORT_LABELS = ["gaviz", "gaviz + metric", "gaviz + progress bar", "gaviz, tf.data", *(f"Keras built-in, spe {s}" for s in KERAS_STEPS_PER_EXECUTION),
                 "tf.function per micro-batch", "eager loop", "Keras fit, batch 256",
                 "floor (compute only)"]
 CONTESTANTS = {
     GAVIZ: gaviz_epoch,
+    GAVIZ_METRICS: gaviz_metrics_epoch,
+    GAVIZ_PROGRESS: gaviz_progress_epoch,
     GAVIZ_DATASET: gaviz_dataset_epoch,
     **{keras_label(s): partial(keras_builtin_epoch, steps_per_execution=s)
        for s in KERAS_STEPS_PER_EXECUTION},
@@ -244,6 +269,9 @@ def main(argv=None):
         f"({(base - floor_ms) / micro_batches * 1000:.0f} µs per micro-batch) are the "
         f"micro-step loop, gathering each micro-batch, and {micro_batches // K} updates in "
         "a few graph calls.",
+        f"A compiled metric (mae, updated on every micro-batch) costs "
+        f"{harness.median_ms(times[GAVIZ_METRICS]) / base - 1:+.0%}; Keras's progress bar "
+        f"(verbose=1) {harness.median_ms(times[GAVIZ_PROGRESS]) / base - 1:+.0%}.",
         f"Given a tf.data pipeline instead of the arrays, gaviz takes {dataset_ms:.0f} ms: "
         f"the pipeline costs {(dataset_ms - base) / micro_batches * 1000:.0f} µs per "
         "micro-batch more than a gather inside the graph, on this machine about as much as "

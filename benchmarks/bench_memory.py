@@ -81,7 +81,7 @@ def gaviz_epoch(model, dataset, accumulation_steps):
     trainer = gaviz.AccumulationTrainer(
         model, keras.optimizers.SGD(LR), loss_object(), accumulation_steps
     )
-    return lambda: trainer.fit(dataset, epochs=1)
+    return lambda: trainer.fit(dataset, epochs=1, verbose=0)
 
 
 def gaviz_arrays_epoch(model, dataset, accumulation_steps):
@@ -91,7 +91,7 @@ def gaviz_arrays_epoch(model, dataset, accumulation_steps):
     trainer = gaviz.AccumulationTrainer(
         model, keras.optimizers.SGD(LR), loss_object(), accumulation_steps
     )
-    return lambda: trainer.fit(x, y, batch_size=batch, epochs=1, shuffle=False)
+    return lambda: trainer.fit(x, y, batch_size=batch, epochs=1, shuffle=False, verbose=0)
 
 
 def plain_epoch(model, dataset):

@@ -52,7 +52,7 @@ def configurations():
 def trainer_and_epoch(x, y, k, micro):
     trainer = gaviz.AccumulationTrainer(make_model(), keras.optimizers.SGD(LR), "mse", k)
     dataset = micro_batches(x, y, micro)
-    return trainer, lambda: trainer.fit(dataset, epochs=1)
+    return trainer, lambda: trainer.fit(dataset, epochs=1, verbose=0)
 
 
 def main(argv=None):

@@ -85,7 +85,7 @@ def batch_dependence(
         trainer = AccumulationTrainer(
             model, keras.optimizers.SGD(learning_rate), "mse", accumulation_steps=steps
         )
-        trainer.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(batch))
+        trainer.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(batch), verbose=0)
         step = np.concatenate(
             [(v.numpy() - b).ravel() for v, b in zip(model.trainable_variables, before)]
         )

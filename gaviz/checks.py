@@ -4,12 +4,13 @@ expects and what arrived (Keras's message style)."""
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import keras
 import tensorflow as tf
 
 TAIL_POLICIES = ("flush", "drop", "carry")
-NORMALIZATIONS = ("samples", "weights")
+NORMALIZATIONS = ("samples", "weights", "sum")
 
 
 def check_positive_int(name, value):
@@ -55,8 +56,15 @@ def check_callbacks(on_update):
         return []
     if callable(on_update):
         return [on_update]
+    if isinstance(on_update, keras.callbacks.Callback):
+        on_update = [on_update]
     callbacks = list(on_update)
     for callback in callbacks:
+        if isinstance(callback, keras.callbacks.Callback) and not callable(callback):
+            raise TypeError(
+                f"`on_update` takes functions of a gaviz Update; {type(callback).__name__} "
+                "is a Keras callback: pass it as fit(..., callbacks=[...])."
+            )
         if not callable(callback):
             raise TypeError(
                 f"`on_update` must be a callable or a list of callables. Received an "
@@ -120,7 +128,7 @@ def check_one_of(name, value, options):
     return value
 
 
-def check_dataset(dataset):
+def check_dataset(dataset, model=None):
     """Checks that ``dataset`` is a tf.data.Dataset of ``(x, y)`` or ``(x, y, w)``."""
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(
@@ -133,19 +141,50 @@ def check_dataset(dataset):
             "`dataset` elements must be tuples (x, y) or (x, y, sample_weight). "
             f"Received: element_spec={spec}"
         )
-
-
-def check_loss_on(loss_fn, y, y_pred):
-    """Runs the per-sample loss on one eager micro-batch and checks its shapes."""
-    check_targets(y, y_pred, None)
-    try:
-        losses = loss_fn(y, y_pred)
-    except Exception as error:  # the loss's own message, with our context
+    if _looks_unbatched(spec, model):
         raise ValueError(
-            f"`loss` failed on the first micro-batch: targets of shape "
-            f"{tuple(y.shape)}, model outputs of shape {tuple(y_pred.shape)}: {error}"
-        ) from error
-    check_targets(y, y_pred, losses)
+            "`dataset` must yield micro-batches, but its elements look like single "
+            f"samples (element_spec={spec}). Batch it: dataset.batch(micro_batch_size)."
+        )
+
+
+def _looks_unbatched(spec, model):
+    """Scalar targets, or inputs one axis short of the model's inputs."""
+    from keras import tree
+
+    if any(s.shape.rank == 0 for s in tree.flatten(spec[1])):
+        return True
+    inputs = getattr(model, "inputs", None) if model is not None else None
+    if not inputs:
+        return False
+    x_specs, model_inputs = tree.flatten(spec[0]), tree.flatten(inputs)
+    return len(x_specs) == len(model_inputs) and all(
+        s.shape.rank is not None and s.shape.rank == len(i.shape) - 1
+        for s, i in zip(x_specs, model_inputs)
+    )
+
+
+def check_loss(loss):
+    """``loss`` (or each entry of a dict or list of them): a name, a Loss or a callable."""
+    from keras import tree
+
+    for entry in tree.flatten(loss) if loss is not None else []:
+        if entry is None or isinstance(entry, keras.losses.Loss):
+            continue
+        if isinstance(entry, str):
+            try:
+                keras.losses.get(entry)
+            except ValueError as error:
+                raise ValueError(
+                    f"`loss` must be a Keras loss name, a keras.losses.Loss or a callable "
+                    f"returning per-sample losses. Received: loss={entry!r} ({error})"
+                ) from None
+        elif not callable(entry):
+            raise TypeError(
+                "`loss` must be a Keras loss name, a keras.losses.Loss or a callable "
+                f"returning per-sample losses (or a dict or list of them, one per output). "
+                f"Received: loss={entry!r} of type {type(entry).__name__}"
+            )
 
 
 def check_targets(y, y_pred, per_sample_losses):
@@ -176,3 +215,33 @@ def check_targets(y, y_pred, per_sample_losses):
             f"{pred_shape}, per-sample losses of shape {loss_shape}. Check `dataset` "
             "and `loss`."
         )
+
+
+def check_verbose(verbose):
+    """0, 1, 2 or "auto" (1, as Keras): what ``fit`` prints."""
+    if verbose == "auto":
+        return 1
+    if isinstance(verbose, bool) or verbose not in (0, 1, 2):
+        raise ValueError(
+            f'`verbose` must be 0, 1, 2 or "auto". Received: verbose={verbose!r}'
+        )
+    return int(verbose)
+
+
+def check_epoch_length(micro_batches, accumulation_steps, tail):
+    """An epoch shorter than one window: "drop" would never update, "carry" spans epochs."""
+    if micro_batches is None or tail == "flush" or micro_batches >= accumulation_steps:
+        return
+    message = (
+        f"An epoch has {micro_batches} micro-batches, fewer than accumulation_steps="
+        f"{accumulation_steps}, so no window fills within an epoch."
+    )
+    if tail == "drop":
+        raise ValueError(
+            f"{message} With tail=\"drop\" every window would be dropped and the model "
+            "would never be updated. Lower `accumulation_steps`, use smaller micro-batches, "
+            'or use tail="flush".'
+        )
+    warnings.warn(
+        f"{message} With tail=\"carry\" each window spans epochs.", UserWarning, stacklevel=4
+    )

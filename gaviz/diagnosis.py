@@ -361,12 +361,19 @@ def _trainer_epochs(cls, name, call):
     def epochs(model, optimizer, loss, dataset, k, count, probe):
         with _blame(name, call, probe, 1):
             trainer = cls(model, optimizer, loss, k)
+        # Quiet (no progress bar) when the subject's fit takes Keras's `verbose`.
+        quiet = {"verbose": 0} if _accepts(trainer.fit, "verbose") else {}
         for epoch in range(1, count + 1):
             with _blame(name, call, probe, epoch):
-                trainer.fit(dataset, epochs=1)
+                trainer.fit(dataset, epochs=1, **quiet)
             yield
 
     return epochs
+
+
+def _accepts(function, name) -> bool:
+    parameters = inspect.signature(function).parameters.values()
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def _for_probe(candidate, probe):

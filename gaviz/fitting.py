@@ -8,8 +8,10 @@ non-finite window, and decides how many windows the next call may run.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
+import keras
 import tensorflow as tf
 
 from gaviz import checks, sources
@@ -23,50 +25,103 @@ AUTO_CALL_SECONDS = 0.02
 AUTO_MAX_WINDOWS = 256
 
 
-def fit(trainer, feed, epochs, callbacks) -> History:
-    """Trains ``trainer`` for ``epochs`` epochs of ``feed``; see ``AccumulationTrainer.fit``."""
-    run = _Run(trainer, callbacks)
+def fit(trainer, feed, epochs, updates, callbacks, verbose, validation) -> History:
+    """Trains ``trainer`` on ``feed`` for ``epochs`` (a range of epoch numbers
+    counted from 1); see ``AccumulationTrainer.fit``.
+
+    Keras's ``CallbackList`` drives ``callbacks`` (plus its History and,
+    unless ``verbose`` is 0, its progress bar) as ``Model.fit`` does;
+    ``updates`` are the ``on_update`` functions. Whatever is raised,
+    ``on_train_end`` is called before it propagates.
+    """
+    verbose = checks.check_verbose(verbose)
+    steps = feed.updates_per_epoch(trainer.accumulation_steps_for(1), trainer.tail)
+    callback_list = keras.callbacks.CallbackList(
+        callbacks, add_history=True, add_progbar=verbose != 0, model=trainer.model,
+        verbose=verbose, epochs=epochs.stop - 1, steps=steps,
+    )
+    run = _Run(trainer, updates, callback_list, listening=bool(updates) or bool(callbacks))
     trainer.stop_training = False
-    for epoch in range(1, epochs + 1):
-        consumed = run.epoch(feed.epoch(), epoch)
-        if consumed == 0 and not trainer.stop_training:
-            raise ValueError(_empty_epoch_message(epoch))
-        if trainer.stop_training:
-            break
+    trainer.model._initial_epoch = None
+    callback_list.on_train_begin()
+    # BackupAndRestore, resuming, sets where to start (0-based, as Keras).
+    resume_at = getattr(trainer.model, "_initial_epoch", None)
+    if resume_at:
+        epochs = range(max(resume_at + 1, epochs.start), epochs.stop)
+    try:
+        for epoch in epochs:
+            run.epoch(feed, epoch, validation)
+            if trainer.stop_training:
+                break
+        trainer.optimizer.finalize_variable_values(trainer.model.trainable_variables)
+    except BaseException:
+        # The model and optimizer hold the last applied update; callbacks
+        # that clean up (close files, restore weights) still run.
+        with contextlib.suppress(Exception):
+            callback_list.on_train_end(logs=run.logs)
+        raise
+    callback_list.on_train_end(logs=run.logs)
+    run.history.history = callback_list._history.history
     return run.history
 
 
 class _Run:
-    """One ``fit`` call's records, and the size of its graph calls."""
+    """One ``fit`` call's records, callbacks, and the size of its graph calls."""
 
-    def __init__(self, trainer, callbacks):
+    def __init__(self, trainer, updates, callback_list, listening):
         self.trainer = trainer
-        self.callbacks = callbacks
+        self.updates = updates
+        self.callbacks = callback_list
         self.history = History()
+        self.logs = None
         self.samples_seen = 0
         self.start = time.perf_counter()
         # The trainer's, so what auto learned carries over to the next fit.
         self.windows = trainer.call_size
-        self.windows.listening = bool(callbacks)
+        self.windows.listening = listening
 
-    def epoch(self, call, epoch) -> int:
+    def epoch(self, feed, epoch, validation) -> None:
+        """One epoch: its windows, then its logs, validation and callbacks."""
+        trainer, model = self.trainer, self.trainer.model
+        k = trainer.accumulation_steps_for(epoch)
+        steps = feed.updates_per_epoch(k, trainer.tail)
+        if steps != self.callbacks.params.get("steps"):  # a schedule of k
+            self.callbacks.set_params({**self.callbacks.params, "steps": steps})
+        checks.check_epoch_length(feed.micro_batches(), k, trainer.tail)
+        model.reset_metrics()
+        self.callbacks.on_epoch_begin(epoch - 1)
+        consumed = self._calls(feed.epoch(), epoch, k)
+        if consumed == 0 and not trainer.stop_training:
+            raise ValueError(_empty_epoch_message(epoch))
+        checks.check_epoch_length(feed.micro_batches() or consumed, k, trainer.tail)
+        logs = _logs(model)
+        if validation is not None and validation.due(epoch):
+            logs.update(validation.run(model, self.callbacks))
+        self.callbacks.on_epoch_end(epoch - 1, logs)
+        self.logs = logs
+
+    def _calls(self, call, epoch, k) -> int:
         """Runs the windows of one epoch through ``call(max_windows, k)``;
         returns the micro-batches consumed."""
-        k = tf.constant(self.trainer.accumulation_steps_for(epoch), tf.int64)
-        consumed = 0
+        k_tensor = tf.constant(k, tf.int64)
+        consumed = step = 0
         while not self.trainer.stop_training:
+            self.callbacks.on_train_batch_begin(step)
             started = time.perf_counter()
-            rows = call(self.windows.next(), k).numpy()
+            rows = call(self.windows.next(), k_tensor).numpy()
             self.windows.observe(time.perf_counter() - started, len(rows))
             results = [WindowResult.unpack(row) for row in rows]
             consumed += sum(r.consumed for r in results)
-            for result in results:
-                self._record(result, epoch)
+            applied = sum(self._record(result, epoch) for result in results)
+            if applied:
+                step += applied
+                self.callbacks.on_train_batch_end(step - 1, _logs(self.trainer.model))
             if results[-1].exhausted:
                 break
         return consumed
 
-    def _record(self, result, epoch):
+    def _record(self, result, epoch) -> bool:
+        """Records an applied window as an Update (True), or raises on a non-finite one."""
         if result.due and not result.finite:
             raise NonFiniteUpdate(
                 update=len(self.history) + 1,
@@ -75,7 +130,7 @@ class _Run:
                 iterations=int(self.trainer.optimizer.iterations.numpy()),
             )
         if not result.applied:
-            return
+            return False
         samples = int(round(result.sample_count))
         self.samples_seen += samples
         update = Update(
@@ -89,8 +144,48 @@ class _Run:
             accumulation_steps=result.accumulation_steps,
         )
         self.history.append(update)
-        for callback in self.callbacks:
+        for callback in self.updates:
             callback(update)
+        return True
+
+
+def _logs(model) -> dict:
+    """The model's metric results (loss first) as Python floats, as Keras logs them."""
+    return {name: float(value) for name, value in model.get_metrics_result().items()}
+
+
+class Validation:
+    """``validation_data``, evaluated with ``model.evaluate`` every ``freq`` epochs."""
+
+    def __init__(self, x, y, sample_weight, batch_size, freq):
+        self.x, self.y, self.sample_weight = x, y, sample_weight
+        self.batch_size, self.freq = batch_size, freq
+
+    @classmethod
+    def make(cls, data, batch_size, freq):
+        """None without data; raises ValueError for data of the wrong form."""
+        if data is None:
+            return None
+        if isinstance(data, tf.data.Dataset):
+            return cls(data, None, None, None, freq)
+        if isinstance(data, (tuple, list)) and len(data) in (2, 3):
+            x, y, *weights = data
+            return cls(x, y, weights[0] if weights else None, batch_size, freq)
+        raise ValueError(
+            "`validation_data` must be (x_val, y_val), (x_val, y_val, sample_weight) or a "
+            f"tf.data.Dataset. Received: {type(data).__name__}"
+            + (f" of length {len(data)}" if isinstance(data, (tuple, list)) else "")
+        )
+
+    def due(self, epoch) -> bool:
+        return epoch % self.freq == 0
+
+    def run(self, model, callbacks) -> dict:
+        logs = model.evaluate(
+            self.x, self.y, sample_weight=self.sample_weight, batch_size=self.batch_size,
+            callbacks=callbacks, return_dict=True,
+        )
+        return {f"val_{name}": float(value) for name, value in logs.items()}
 
 
 class CallSize:
@@ -125,7 +220,7 @@ def make_feed(trainer, x, y, batch_size, shuffle, sample_weight):
                     f"are already (x, y) or (x, y, sample_weight) micro-batches. Received: "
                     f"{name}={value!r}"
                 )
-        checks.check_dataset(x)
+        checks.check_dataset(x, trainer.model)
         return DatasetFeed(trainer, x)
     if isinstance(x, tuple):
         raise TypeError(
@@ -150,6 +245,14 @@ class DatasetFeed:
         if trainer.num_replicas > 1 or _is_multi_worker(trainer.strategy):
             self.source = trainer.strategy.experimental_distribute_dataset(dataset)
         self._function = None
+
+    def micro_batches(self) -> int | None:
+        """Micro-batches per epoch, when the dataset knows (None otherwise)."""
+        cardinality = int(self.dataset.cardinality())
+        return cardinality if cardinality >= 0 else None
+
+    def updates_per_epoch(self, k, tail) -> int | None:
+        return _updates_per_epoch(self.micro_batches(), k, tail)
 
     def first(self):
         first = next(iter(self.dataset.take(1)), None)
@@ -178,6 +281,12 @@ class ArrayFeed:
             lambda t: tf.TensorSpec((None, *t.shape[1:]), t.dtype), arrays
         )
 
+    def micro_batches(self) -> int:
+        return -(-self.rows // int(self.batch_size))
+
+    def updates_per_epoch(self, k, tail) -> int | None:
+        return _updates_per_epoch(self.micro_batches(), k, tail)
+
     def first(self):
         size = min(int(self.batch_size), self.rows)
         if size == 0:
@@ -190,6 +299,13 @@ class ArrayFeed:
         order = sources.epoch_order(self.rows, self.shuffle)
         function = self.trainer._array_windows_fn
         return lambda max_windows, k: function(self.arrays, order, self.batch_size, max_windows, k)
+
+
+def _updates_per_epoch(micro_batches, k, tail):
+    """Updates in an epoch of ``micro_batches`` (None when unknown or carried across)."""
+    if micro_batches is None or tail == "carry":
+        return None
+    return -(-micro_batches // k) if tail == "flush" else micro_batches // k
 
 
 def _array_dataset(arrays, rows, batch_size, shuffle):

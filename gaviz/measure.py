@@ -134,7 +134,7 @@ def record_run(trainer, dataset, epochs: int = 1, on_update=None,
             listener(update)
 
     try:
-        trainer.fit(dataset, epochs=epochs, on_update=record)
+        trainer.fit(dataset, epochs=epochs, on_update=record, verbose=0)
     except NonFiniteUpdate as failure:
         trace.failure = failure
     if not every_update:

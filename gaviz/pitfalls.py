@@ -25,11 +25,10 @@ from gaviz.window import WindowSums
 def mean_contribution(micro: WindowSums) -> WindowSums:
     """A micro-batch's mean loss and gradient, counted as one unit of the window."""
     n = micro.normalizer
-    return WindowSums(
-        [tf.math.divide_no_nan(g, tf.cast(n, g.dtype)) for g in micro.gradients],
-        tf.math.divide_no_nan(micro.loss_sum, n),
-        micro.sample_count,
-        tf.ones_like(n),
+    return micro._replace(
+        gradients=[tf.math.divide_no_nan(g, tf.cast(n, g.dtype)) for g in micro.gradients],
+        loss_sum=tf.math.divide_no_nan(micro.loss_sum, n),
+        normalizer=tf.ones_like(n),
     )
 
 

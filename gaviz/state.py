@@ -23,7 +23,7 @@ class TrainerState(tf.Module):
         micro_steps_in_window: micro-batches in the carried window.
         skipped_windows: windows a loss-scaling optimizer skipped.
         array_cursor: the next row to read when ``fit`` is given arrays.
-        window_loss_sum, window_sample_count, window_normalizer: the carried
+        window_loss_sum, window_sample_count, window_normalizer, window_rows: the carried
             window's scalar sums, per replica (read across replicas: the total).
         accumulators: the carried window's gradient sums, per replica; empty
             until :meth:`build` is called with ``carry=True``.
@@ -41,6 +41,7 @@ class TrainerState(tf.Module):
             self.window_sample_count = _replica_local(0.0, "window_sample_count")
             self.window_normalizer = _replica_local(0.0, "window_normalizer")
             self.window_loss_sum = _replica_local(0.0, "window_loss_sum")
+            self.window_rows = _replica_local(0.0, "window_rows")
         self.accumulators = []
 
     def build(self, variables, carry: bool) -> None:
@@ -69,6 +70,7 @@ class TrainerState(tf.Module):
             self.window_loss_sum.read_value(),
             self.window_sample_count.read_value(),
             self.window_normalizer.read_value(),
+            self.window_rows.read_value(),
         )
 
     def replica_store(self, sums: WindowSums) -> None:
@@ -78,6 +80,7 @@ class TrainerState(tf.Module):
         self.window_loss_sum.assign(sums.loss_sum)
         self.window_sample_count.assign(sums.sample_count)
         self.window_normalizer.assign(sums.normalizer)
+        self.window_rows.assign(sums.rows)
 
 
 def _counter(name):

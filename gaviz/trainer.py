@@ -19,9 +19,9 @@ from typing import Callable, Iterable
 import keras
 import tensorflow as tf
 
-from gaviz import checks, fitting, rules, sources, window
+from gaviz import checks, compiling, fitting, rules, sources, window
 from gaviz.history import History, Update
-from gaviz.losses import per_sample_loss
+from gaviz.objective import Objective
 from gaviz.state import TrainerState
 from gaviz.window import WindowResult, WindowSums
 
@@ -52,11 +52,16 @@ class AccumulationTrainer(tf.Module):
 
     Args:
         model: a ``keras.Model``. Built on the first micro-batch if it is not.
-        optimizer: a Keras optimizer without ``gradient_accumulation_steps``.
-            Clipping set on it (``clipnorm``, ``global_clipnorm``...) applies
-            to the accumulated gradient.
-        loss: a ``keras.losses.Loss``, a Keras loss name, or a callable
-            ``(y_true, y_pred)`` returning per-sample losses.
+        optimizer: a Keras optimizer without ``gradient_accumulation_steps``
+            (default: the one ``model.compile`` was given). Clipping set on it
+            (``clipnorm``, ``global_clipnorm``...) applies to the accumulated
+            gradient. The model is compiled with it, so ``model.optimizer`` is
+            the optimizer this trainer steps.
+        loss: what ``compile`` takes (default: the model's compiled loss): a
+            ``keras.losses.Loss``, a Keras loss name, a callable ``(y_true,
+            y_pred)`` returning per-sample losses, or a dict or list of them
+            for several outputs. Its ``reduction`` is honoured; Keras masks
+            (``Embedding(mask_zero=True)``, ``ignore_class``) are applied.
         accumulation_steps: micro-batches per update: an int >= 1, or a
             callable ``epoch -> int`` (epochs count from 1) for a schedule
             such as a batch-size warm-up. Read once per epoch, so the windows
@@ -67,11 +72,12 @@ class AccumulationTrainer(tf.Module):
         tail: what happens to a partial window at the end of an epoch:
             ``"flush"`` applies it, normalized by its own sample count;
             ``"drop"`` discards it; ``"carry"`` continues it into the next epoch.
-        normalize: what the window's summed loss is divided by:
-            ``"samples"``, its number of loss elements (Keras's
-            ``sum_over_batch_size`` on the big batch); ``"weights"``, its total
-            sample weight, e.g. the number of real tokens when the weights
-            mask padding (the fix Hugging Face adopted for token-level losses).
+        normalize: what the window's summed loss is divided by (default:
+            what the loss's ``reduction`` says): ``"samples"``, its number of
+            unmasked loss elements (Keras's ``sum_over_batch_size`` on the big
+            batch); ``"weights"``, its total sample weight, e.g. the number of
+            real tokens when the weights mask padding (the fix Hugging Face
+            adopted for token-level losses); ``"sum"``, nothing.
         jit_compile: compile each micro-step's forward and backward pass with XLA.
         strategy: a ``tf.distribute.Strategy`` (default: the one in scope).
             Build the model and optimizer under ``strategy.scope()`` and batch
@@ -88,6 +94,10 @@ class AccumulationTrainer(tf.Module):
             so ``stop_training`` lands after exactly that update), otherwise
             doubled while calls take under 20 ms. Callbacks see every update
             either way, after the call that applied it.
+        metrics: what ``compile`` takes (default: the model's compiled
+            metrics): Keras metric objects or names, updated on every
+            micro-batch, so their epoch values are the big batch's.
+        loss_weights: as ``compile`` takes them (default: the compiled ones).
 
     Raises:
         TypeError, ValueError: an argument is not what is described above.
@@ -118,32 +128,41 @@ class AccumulationTrainer(tf.Module):
     def __init__(
         self,
         model,
-        optimizer,
-        loss,
-        accumulation_steps: int | Callable[[int], int],
+        optimizer=None,
+        loss=None,
+        accumulation_steps: int | Callable[[int], int] | None = None,
         tail: str = "flush",
-        normalize: str = "samples",
+        normalize: str | None = None,
         jit_compile: bool = False,
         strategy: tf.distribute.Strategy | None = None,
         windows_per_call: int | str = "auto",
+        metrics=None,
+        loss_weights=None,
     ):
         super().__init__(name="accumulation_trainer")
         checks.check_model(model)
         self.strategy = checks.check_strategy(strategy, model)
         checks.check_single_replica(type(self), self.strategy)
-        checks.check_optimizer(optimizer)
+        if optimizer is not None:
+            checks.check_optimizer(optimizer)
         self.tail = checks.check_one_of("tail", tail, checks.TAIL_POLICIES)
-        self.normalize = checks.check_one_of("normalize", normalize, checks.NORMALIZATIONS)
+        if normalize is not None:
+            checks.check_one_of("normalize", normalize, checks.NORMALIZATIONS)
         self.accumulation_steps = checks.check_accumulation_steps(accumulation_steps)
         self.windows_per_call = checks.check_windows_per_call(windows_per_call)
         self.call_size = fitting.CallSize(self.windows_per_call)
         self.model = model
-        self.optimizer = optimizer
         self.jit_compile = bool(jit_compile)
-        self._loss_fn = per_sample_loss(loss)
-        #: Set to True (from a callback or another thread) to end ``fit`` after
-        #: the current graph call; the trainer stays consistent and can go on.
-        self.stop_training = False
+        checks.check_loss(loss)
+        compiled = compiling.compile_for_trainer(
+            model, self.strategy, optimizer, loss, metrics, loss_weights
+        )
+        checks.check_optimizer(compiled.optimizer)
+        self.optimizer = compiled.optimizer
+        self.loss = compiled.loss
+        self.objective = Objective(
+            model._compile_loss, getattr(model, "output_names", None), normalize
+        )
         self.state = TrainerState(self.strategy)
         self._built = False
         self._checked_spec = None
@@ -157,6 +176,18 @@ class AccumulationTrainer(tf.Module):
 
     def _build(self):
         """Creates optimizer slots, static facts, and carried sums if needed."""
+        if int(self.state.micro_step.numpy()) > 0:
+            # Counters exist from the start, so a checkpoint restored them;
+            # the model's weights, optimizer slots and a carried window did
+            # not exist then, and Keras does not restore them later.
+            raise ValueError(
+                "`model` was not built when this trainer was restored from a checkpoint "
+                f"(it had consumed {int(self.state.micro_step.numpy())} micro-batches): "
+                "its weights, optimizer state and any carried window were created after "
+                "the restore and hold fresh values, not the checkpoint's. Build the model "
+                "before restoring (model.build(input_shape), or call it on a batch), "
+                "then create the trainer and restore."
+            )
         variables = self.model.trainable_variables
         carry = self.tail == "carry" or self.window_sums_outlive_updates
         self.state.build(variables, carry=carry)
@@ -276,9 +307,11 @@ class AccumulationTrainer(tf.Module):
         due = full or (exhausted and self.tail == "flush" and totals.sample_count > 0)
         loss, grads, finite = self._finish(totals, steps, k)
         applied = self._update(due and finite, grads)
+        self.strategy.run(self._track_window, args=(due and finite, loss, totals.rows))
         self.state.micro_step.assign_add(consumed)
         result = WindowResult(
-            applied, due, finite, exhausted, loss, totals.sample_count, steps, consumed, k
+            applied, due, finite, exhausted, loss, totals.sample_count, steps, consumed, k,
+            totals.rows,
         )
         sums, steps = self._close(closes, sums, steps)
         return sums, steps, result
@@ -306,26 +339,38 @@ class AccumulationTrainer(tf.Module):
     def _micro_sums(self, x, y, sample_weight):
         """Forward and backward pass of one micro-batch, unnormalized.
 
-        The objective is the summed weighted loss, plus the forward losses
-        added with ``add_loss`` (activity regularizers) rescaled to sums.
+        The objective is the summed weighted loss (the compiled loss's terms,
+        masks applied), plus the forward losses added with ``add_loss``
+        (activity regularizers) rescaled to sums. The compiled metrics see
+        the micro-batch: their sums and counts add up to the big batch's.
         """
         with tf.GradientTape() as tape:
             y_pred = self.model(x, training=True)
-            losses = self._loss_fn(y, y_pred)
-            if losses.shape.rank == 0:
-                raise ValueError(
-                    "`loss` must return one loss per sample, shape (batch, ...); it "
-                    "returned a scalar. Pass a Keras loss object, a loss name, or a "
-                    "function without reduction."
-                )
-            loss_sum, count, weight_sum = window.weighted_loss_sum(losses, sample_weight)
-            loss_sum += self._forward_loss_sum(y_pred)
+            micro = self.objective.micro(y, y_pred, sample_weight)
+            loss_sum = micro.loss_sum + self._forward_loss_sum(y_pred)
             # A loss-scaling optimizer's scale (1 for others) keeps float16
             # gradients from underflowing; the optimizer unscales once per window.
             scaled = self.optimizer.scale_loss(loss_sum)
-        normalizer = weight_sum if self.normalize == "weights" else count
         grads = _gradients(tape, scaled, self.model.trainable_variables)
-        return WindowSums(grads, loss_sum, count, normalizer)
+        self._update_metrics(y, y_pred, sample_weight, micro)
+        return WindowSums(grads, loss_sum, micro.sample_count, micro.normalizer, micro.rows)
+
+    def _update_metrics(self, y, y_pred, sample_weight, micro):
+        """Keras's compiled metrics and per-output loss trackers, on one micro-batch."""
+        if self.model._compile_metrics is not None:
+            self.model._compile_metrics.update_state(y, y_pred, sample_weight)
+        for tracker, mean in zip(self.model._compile_loss.metrics, micro.output_means):
+            tracker.update_state(mean, sample_weight=micro.rows)
+
+    def _track_window(self, due, loss, rows):
+        """Keras's loss tracker sees each window's loss, weighted by its samples.
+
+        Runs in replica context, so each replica adds its share: the tracker's
+        sums across replicas are the window's.
+        """
+        if due:
+            share = tf.cast(self.num_replicas, tf.float32)
+            self.model._loss_tracker.update_state(loss, sample_weight=rows / share)
 
     def _forward_loss_sum(self, y_pred):
         """The losses the last forward pass added, as a sum over its samples.
@@ -359,6 +404,8 @@ class AccumulationTrainer(tf.Module):
         """``(loss, gradient, finite)`` of the window, by the rule."""
         penalty, penalty_grads = self._weight_penalty(steps)
         divisor = self.rule.divisor(totals.normalizer, steps, k)
+        if self.objective.normalize == "sum":  # the loss's reduction is "sum"
+            divisor = tf.ones_like(divisor)
         loss = tf.math.divide_no_nan(totals.loss_sum, divisor) + penalty
         grads = window.finish(totals.gradients, divisor, penalty_grads)
         if self._loss_scaled:
@@ -406,17 +453,43 @@ class AccumulationTrainer(tf.Module):
 
     # ---------------------------------------------------------- Python side
 
+    @property
+    def stop_training(self) -> bool:
+        """``model.stop_training``: set it (from a callback, an ``on_update``
+        function or another thread) to end ``fit`` after the current graph
+        call; the trainer stays consistent and can go on."""
+        return bool(getattr(self.model, "stop_training", False))
+
+    @stop_training.setter
+    def stop_training(self, value: bool) -> None:
+        self.model.stop_training = bool(value)
+
+    @property
+    def normalize(self) -> str:
+        """What a window is divided by: ``"samples"``, ``"weights"`` or ``"sum"``."""
+        return self.objective.normalize
+
     def fit(
         self,
         x,
         y=None,
         batch_size: int | None = None,
         epochs: int = 1,
+        verbose="auto",
+        callbacks=None,
+        validation_data=None,
         shuffle: bool = True,
         sample_weight=None,
         on_update: Callable[[Update], None] | Iterable[Callable[[Update], None]] | None = None,
+        validation_batch_size: int | None = None,
+        validation_freq: int = 1,
+        initial_epoch: int = 0,
     ) -> History:
         """Trains for ``epochs`` epochs, one update per window of micro-batches.
+
+        Takes ``Model.fit``'s arguments, with ``batch_size`` the size of a
+        micro-batch; the numbers equal ``Model.fit(batch_size=k * b,
+        shuffle=False)`` on the same data.
 
         Args:
             x: a ``tf.data.Dataset`` of micro-batches ``(x, y)`` or
@@ -425,36 +498,78 @@ class AccumulationTrainer(tf.Module):
             y: the targets, when ``x`` is arrays (one row per row of ``x``).
             batch_size: the micro-batch size, when ``x`` is arrays (default 32).
             epochs: number of passes over the data (an int >= 1).
+            verbose: 0 silent, 1 Keras's progress bar (one step per update),
+                2 one line per epoch, ``"auto"`` 1 (as Keras).
+            callbacks: ``keras.callbacks.Callback`` objects, driven through
+                Keras's ``CallbackList``: train, epoch and test events as in
+                ``Model.fit``; batch events once per update (with several
+                windows per graph call and no callback of yours, once per call).
+            validation_data: ``(x_val, y_val)``, ``(x_val, y_val,
+                sample_weight)`` or a dataset, evaluated with
+                ``model.evaluate`` after each epoch (``val_*`` in the logs).
             shuffle: shuffle the rows of arrays each epoch (numpy's generator,
                 which ``keras.utils.set_random_seed`` seeds). A dataset is
                 used in its own order.
             sample_weight: one weight per row, when ``x`` is arrays.
             on_update: a callable, or several, called with an
                 :class:`~gaviz.history.Update` after each applied update.
-                Setting ``trainer.stop_training = True`` ends ``fit`` after
-                the current graph call (see ``windows_per_call``).
+            validation_batch_size: batch size for validation (default
+                ``batch_size``).
+            validation_freq: validate every this many epochs.
+            initial_epoch: the epoch to start at (counted from 0, as Keras
+                counts for callbacks), e.g. to resume a run;
+                ``BackupAndRestore`` sets it on resuming.
 
         Arrays are cut into micro-batches inside the graph, one ``gather``
         per micro-batch, with no ``tf.data`` pipeline (under a multi-replica
         strategy they go through ``tf.data``).
 
         Returns:
-            A :class:`~gaviz.history.History` with one record per update.
+            A :class:`~gaviz.history.History`: one record per update
+            (``history.loss``...) and, as Keras's, ``history.history``, a
+            dict of per-epoch logs (``"loss"``, metrics, ``"val_*"``).
 
         Raises:
             NonFiniteUpdate: a window's loss or gradient is not finite (a
                 ``FloatingPointError``). That update is not applied (the
                 weights are those before it) and its window is discarded.
             TypeError, ValueError: bad data, ``epochs`` or targets.
+
+        Whatever is raised, ``on_train_end`` is called first, and the model
+        and optimizer hold the last applied update.
         """
         epochs = checks.check_positive_int("epochs", epochs)
-        callbacks = checks.check_callbacks(on_update)
+        validation_freq = checks.check_positive_int("validation_freq", validation_freq)
+        if isinstance(initial_epoch, bool) or not isinstance(initial_epoch, int) or initial_epoch < 0:
+            raise ValueError(
+                f"`initial_epoch` must be an integer >= 0. Received: initial_epoch={initial_epoch!r}"
+            )
+        updates = checks.check_callbacks(on_update)
         feed = fitting.make_feed(self, x, y, batch_size, shuffle, sample_weight)
         self._prepare(feed)
-        return fitting.fit(self, feed, epochs, callbacks)
+        validation = fitting.Validation.make(
+            validation_data, validation_batch_size or batch_size, validation_freq
+        )
+        return fitting.fit(
+            self, feed, range(initial_epoch + 1, epochs + 1), updates, callbacks, verbose,
+            validation,
+        )
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
+                 steps=None, callbacks=None, return_dict=False):
+        """``model.evaluate``: the compiled loss and metrics on ``x`` (no accumulation).
+
+        The model is compiled with the trainer's loss and metrics, so this is
+        Keras's own evaluation, with its arguments and return values.
+        """
+        return self.model.evaluate(
+            x, y, batch_size=batch_size, verbose=verbose, sample_weight=sample_weight,
+            steps=steps, callbacks=callbacks, return_dict=return_dict,
+        )
 
     def _prepare(self, feed):
-        """Builds model and state on the first micro-batch and checks its targets.
+        """Builds model, losses, metrics and state on the first micro-batch, and
+        checks its targets.
 
         Skipped for data whose element spec was already checked: the eager
         forward pass costs as much as a few windows of a small model.
@@ -462,13 +577,17 @@ class AccumulationTrainer(tf.Module):
         if self._built and feed.element_spec == self._checked_spec:
             return
         first = feed.first()
-        x, y, _ = _unpack(first)
+        x, y, sample_weight = _unpack(first)
         y_pred = self.model(x, training=False)
         if not self._built:
             if not self.model.trainable_variables:
                 raise ValueError("`model` has no trainable variables: nothing to train.")
             self._build()
-        checks.check_loss_on(self._loss_fn, y, y_pred)
+        self.objective.build(y, y_pred)
+        with self.strategy.scope():
+            # Keras's own build of compiled metrics and loss trackers (their
+            # variables must exist before the graph is traced).
+            self.model._symbolic_build(data_batch=tuple(first))
         self._checked_spec = feed.element_spec
 
 

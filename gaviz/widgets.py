@@ -1,5 +1,5 @@
 """Live widgets: a dashboard to compare accumulation step counts, and a
-live-plot callback for your own ``AccumulationTrainer.fit``.
+live-plot callback for your own ``AccumulationTrainer.fit`` or ``model.fit``.
 
 Training runs in a background thread, so the kernel keeps answering widget
 messages (a Stop button in a busy kernel does nothing). The thread only sets
@@ -11,46 +11,145 @@ with no extension to build, and in tests with no display at all.
 from __future__ import annotations
 
 import html
+import math
 import threading
 import time
 
 import ipywidgets as widgets
+import keras
 
 from gaviz import demo
 from gaviz.checks import check_one_of
 from gaviz.history import History
 from gaviz.pitfalls import PITFALLS
-from gaviz.plotting import X_AXES, CurveFigure
+from gaviz.keraslog import KerasLog
+from gaviz.plotting import (EFFECTIVE_LOSS, KERAS_LOSS, X_AXES, CurveFigure, epoch_points,
+                            keras_x_label, running_mean_curve)
 from gaviz.runs import EXACT, HOLDS, RunPlan, RunResult, plan_runs, train_run
 
 
-class LivePlot:
-    """A callback for ``AccumulationTrainer.fit`` that draws the loss curve live.
+class LivePlot(keras.callbacks.Callback):
+    """Draws a loss curve live: for ``AccumulationTrainer.fit`` and for ``model.fit``.
 
-    ``trainer.fit(ds, on_update=LivePlot())`` in a notebook cell shows the
-    effective-batch loss of each update as it arrives. Redraws are throttled
-    to one per ``min_interval`` seconds; call ``redraw()`` for a last one.
-    Several runs can share one ``figure`` with different labels.
+    In a notebook cell, leave the plot last (or ``display`` it) and train:
+
+    - ``trainer.fit(ds, on_update=LivePlot())``: one point per applied update,
+      the loss of its effective batch, against ``x_axis``; the records are the
+      :class:`~gaviz.history.Update` objects in ``history``.
+    - ``model.fit(x, y, callbacks=[LivePlot()])`` (it is a
+      ``keras.callbacks.Callback``): one point per ``on_train_batch_end``, the
+      ``logs["loss"]`` Keras passes. In Keras 3 that is the running mean of
+      the epoch's batch losses so far, as the progress bar shows, not the
+      batch's own loss: it restarts at each epoch with one batch's loss and
+      smooths towards the epoch's value. So the legend says "running mean
+      over the epoch", each epoch is its own segment, and each epoch's value
+      (``on_epoch_end``'s ``loss``, as ``model.history``; and ``val_loss``
+      with validation) is a marker where the epoch ended. Keras tells
+      callbacks no batch size, so x counts training steps (batches, one
+      optimizer update each in plain Keras) for ``x_axis`` ``"samples"`` or
+      ``"updates"``, and seconds for ``"seconds"``. The records are in
+      ``keras_log`` (a :class:`~gaviz.keraslog.KerasLog`).
+
+    Given both ways at once (``on_update=live`` and ``callbacks=[live]`` to
+    a trainer that calls Keras's batch callbacks once per update, their logs
+    running means), the per-update records win: only the effective-batch
+    curve of ``history`` is drawn, once per update (a Keras curve drawn
+    before the first update is taken off then), and Keras's logs are kept in
+    ``keras_log`` but not drawn, so no update appears twice.
+
+    Redraws are throttled to one per ``min_interval`` seconds;
+    ``on_train_end`` draws the last state (with ``on_update`` alone, call
+    ``redraw()``). Several runs can share one ``figure`` with different
+    labels, all drawn the same way. A plot reused for another fit continues
+    its curve.
     """
 
     def __init__(self, label: str = "run", x_axis: str = "samples", figure=None,
                  image=None, min_interval: float = 0.25):
+        super().__init__()
         self.label = label
         self.figure = figure or CurveFigure(x_axis)
         self.image = image or widgets.Image(format="png", layout=widgets.Layout(width="640px"))
         self.history = History()
+        self.keras_log = KerasLog()
         self.min_interval = min_interval
-        self._last_draw = 0.0
+        self._last_draw = -math.inf  # the first point is drawn at once
+        self._started = None
+
+    # ------------------------------------------------------------ on_update
 
     def __call__(self, update) -> None:
         self.history.append(update)
+        if self._keras_lines()[0] in self.figure.lines:
+            self.redraw()  # the first update replaces the Keras curve at once
+        else:
+            self._maybe_redraw()
+
+    # ------------------------------------------------------------ Keras callback
+
+    def on_train_begin(self, logs=None):
+        if self._started is None:
+            self._started = time.perf_counter()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.keras_log.begin_epoch(epoch)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.keras_log.end_batch(batch, logs, self._seconds())
+        if not self.history:  # with on_update records, __call__ draws
+            self._maybe_redraw()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.keras_log.end_epoch(epoch, logs, self._seconds())
+        if not self.history:
+            self._maybe_redraw()
+
+    def on_train_end(self, logs=None):
+        self.redraw()
+
+    # ------------------------------------------------------------ drawing
+
+    def redraw(self) -> None:
+        if self.history or not self.keras_log:
+            self._draw_updates()
+        else:
+            self._draw_keras_log()
+        self.image.value = self.figure.png()
+        self._last_draw = time.perf_counter()
+
+    def _maybe_redraw(self):
         if time.perf_counter() - self._last_draw >= self.min_interval:
             self.redraw()
 
-    def redraw(self) -> None:
+    def _draw_updates(self):
+        for key in self._keras_lines():
+            self.figure.remove(key)
+        self.figure.label_axes(X_AXES[self.figure.x_axis][0], EFFECTIVE_LOSS)
         self.figure.update(self.label, self.history)
-        self.image.value = self.figure.png()
-        self._last_draw = time.perf_counter()
+
+    def _draw_keras_log(self):
+        running, epoch, val = self._keras_lines()
+        x_axis = self.figure.x_axis
+        self.figure.label_axes(keras_x_label(x_axis), KERAS_LOSS)
+        self.figure.set_line(running, *running_mean_curve(self.keras_log, x_axis),
+                             legend=f"{self.label}: loss, running mean over the epoch")
+        color = self.figure.lines[running].get_color()
+        self.figure.set_line(epoch, *epoch_points(self.keras_log, x_axis), "o", color=color,
+                             legend=f"{self.label}: epoch loss")
+        val_xs, val_ys = epoch_points(self.keras_log, x_axis, "val_loss")
+        if val_xs:
+            self.figure.set_line(val, val_xs, val_ys, "s", color=color, fillstyle="none",
+                                 legend=f"{self.label}: val_loss")
+
+    def _keras_lines(self):
+        """The figure's keys of the Keras curves: running mean, epoch loss, val_loss."""
+        return (f"{self.label} (Keras running mean)", f"{self.label} (Keras epoch loss)",
+                f"{self.label} (Keras val_loss)")
+
+    def _seconds(self):
+        if self._started is None:
+            self._started = time.perf_counter()
+        return time.perf_counter() - self._started
 
     def _repr_mimebundle_(self, **kwargs):
         return self.image._repr_mimebundle_(**kwargs)

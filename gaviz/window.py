@@ -34,12 +34,15 @@ class WindowSums(NamedTuple):
         sample_count: loss elements (samples, tokens, pixels), float32.
         normalizer: what the window will be divided by: ``sample_count``, or
             the total sample weight with ``normalize="weights"``.
+        rows: samples (rows of the inputs), float32: Keras weights each
+            batch's loss by them when it averages an epoch's loss.
     """
 
     gradients: list
     loss_sum: tf.Tensor
     sample_count: tf.Tensor
     normalizer: tf.Tensor
+    rows: tf.Tensor = 0.0
 
 
 class WindowResult(NamedTuple):
@@ -55,6 +58,7 @@ class WindowResult(NamedTuple):
         micro_steps: micro-batches in the window, carried ones included.
         consumed: micro-batches this window pulled from the dataset.
         accumulation_steps: the window's ``accumulation_steps`` (k).
+        rows: samples (input rows) in the window.
     """
 
     applied: bool
@@ -66,6 +70,7 @@ class WindowResult(NamedTuple):
     micro_steps: int
     consumed: int
     accumulation_steps: int
+    rows: float = 0.0
 
     def pack(self) -> tf.Tensor:
         """One float64 vector (float64 holds every field exactly), read in one copy."""
@@ -81,14 +86,14 @@ def _int(value) -> int:
     return int(round(float(value)))
 
 
-_RESULT_TYPES = (bool, bool, bool, bool, float, float, _int, _int, _int)
+_RESULT_TYPES = (bool, bool, bool, bool, float, float, _int, _int, _int, float)
 
 
 def zeros(variables) -> WindowSums:
     """An empty window for ``variables``: every sum zero."""
     zero = tf.constant(0.0)
     return WindowSums(
-        [tf.zeros(v.shape, dtype=accumulator_dtype(v)) for v in variables], zero, zero, zero
+        [tf.zeros(v.shape, dtype=accumulator_dtype(v)) for v in variables], zero, zero, zero, zero
     )
 
 
@@ -99,17 +104,19 @@ def add(sums: WindowSums, micro: WindowSums) -> WindowSums:
         sums.loss_sum + micro.loss_sum,
         sums.sample_count + micro.sample_count,
         sums.normalizer + micro.normalizer,
+        sums.rows + micro.rows,
     )
 
 
 def scale(sums: WindowSums, factor) -> WindowSums:
-    """Every sum times ``factor`` (sample count and normalizer too)."""
+    """Every sum times ``factor`` (sample count, normalizer and rows too)."""
     factor = tf.cast(factor, tf.float32)
     return WindowSums(
         [g * tf.cast(factor, g.dtype) for g in sums.gradients],
         sums.loss_sum * factor,
         sums.sample_count * factor,
         sums.normalizer * factor,
+        sums.rows * factor,
     )
 
 
@@ -125,7 +132,7 @@ def finish(gradients, divisor, regularization_gradients=None) -> list:
     return grads
 
 
-def weighted_loss_sum(per_sample_losses, sample_weight=None):
+def weighted_loss_sum(per_sample_losses, sample_weight=None, mask=None):
     """Sums per-sample losses times their weights; counts samples and weight.
 
     Args:
@@ -134,27 +141,43 @@ def weighted_loss_sum(per_sample_losses, sample_weight=None):
         sample_weight: optional tensor broadcastable to ``per_sample_losses``
             once trailing axes are added; ``(batch,)``, ``(batch, 1)`` or the
             full shape.
+        mask: optional boolean tensor of the losses' shape (a Keras mask:
+            ``Embedding(mask_zero=True)``, ``ignore_class``): masked elements
+            add nothing and are not counted.
 
     Returns:
         ``(loss_sum, sample_count, weight_sum)``, float32 scalars.
-        ``sample_count`` is the number of loss elements, the divisor of Keras's
-        ``sum_over_batch_size``; ``weight_sum`` is the total weight over those
-        elements (the number of real tokens when weights mask padding), equal
-        to ``sample_count`` without weights.
+        ``sample_count`` is the number of unmasked loss elements, the divisor
+        of Keras's ``sum_over_batch_size``; ``weight_sum`` is the total weight
+        over those elements (the number of real tokens when weights mask
+        padding), equal to ``sample_count`` without weights.
     """
     losses = tf.cast(per_sample_losses, tf.float32)
-    count = tf.cast(tf.size(per_sample_losses), tf.float32)
-    if sample_weight is None:
+    weight = None if sample_weight is None else _weights_like(sample_weight, losses)
+    if mask is not None:
+        valid = tf.cast(tf.broadcast_to(_like(mask, losses), tf.shape(losses)), tf.float32)
+        weight = valid if weight is None else weight * valid
+        count = tf.reduce_sum(valid)
+    else:
+        count = tf.cast(tf.size(per_sample_losses), tf.float32)
+    if weight is None:
         return tf.reduce_sum(losses), count, count
-    weight = tf.cast(sample_weight, tf.float32)
-    # (batch,) weights against (batch, time) losses: add trailing axes.
-    while weight.shape.rank is not None and weight.shape.rank < losses.shape.rank:
-        weight = tf.expand_dims(weight, -1)
-    # (batch, 1) weights against (batch,) losses: drop the trailing axis.
-    if weight.shape.rank is not None and weight.shape.rank > losses.shape.rank:
-        weight = tf.reshape(weight, tf.shape(losses))
-    weight = tf.broadcast_to(weight, tf.shape(losses))
     return tf.reduce_sum(losses * weight), count, tf.reduce_sum(weight)
+
+
+def _weights_like(sample_weight, losses):
+    """Sample weights broadcast to the losses' shape, float32."""
+    weight = _like(tf.cast(sample_weight, tf.float32), losses)
+    return tf.broadcast_to(weight, tf.shape(losses))
+
+
+def _like(values, losses):
+    """``values`` with the losses' rank: (batch,) gains trailing axes, (batch, 1) loses one."""
+    while values.shape.rank is not None and values.shape.rank < losses.shape.rank:
+        values = tf.expand_dims(values, -1)
+    if values.shape.rank is not None and values.shape.rank > losses.shape.rank:
+        values = tf.reshape(values, tf.shape(losses))
+    return values
 
 
 def all_finite(loss, gradients):

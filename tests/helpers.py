@@ -1,6 +1,7 @@
 """Helpers shared by the tests (fixtures stay in conftest.py; tests import from here)."""
 
 import keras
+import numpy as np
 
 
 def make_mlp(seed=1, inputs=5, hidden=8, outputs=1, **dense_kwargs):
@@ -13,3 +14,62 @@ def make_mlp(seed=1, inputs=5, hidden=8, outputs=1, **dense_kwargs):
             keras.layers.Dense(outputs, **dense_kwargs),
         ]
     )
+
+
+def clone(model):
+    """An identical, independent copy of a built model: same layers, same weights."""
+    copy = keras.models.clone_model(model)
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def same_optimizer(optimizer):
+    """A fresh optimizer with ``optimizer``'s configuration (no shared state)."""
+    return type(optimizer).from_config(optimizer.get_config())
+
+
+def weight_gap(model_a, model_b):
+    """The largest absolute difference between two models' weights."""
+    return max(
+        float(np.max(np.abs(a - b))) for a, b in zip(model_a.get_weights(), model_b.get_weights())
+    )
+
+
+def assert_same_history(got, expected, rtol=1e-5, atol=1e-6):
+    """Two Keras-style ``history.history`` dicts: the same keys, the same per-epoch values."""
+    assert set(got) == set(expected), f"keys differ: {sorted(got)} != {sorted(expected)}"
+    for key in expected:
+        np.testing.assert_allclose(
+            np.asarray(got[key], dtype="float64"),
+            np.asarray(expected[key], dtype="float64"),
+            rtol=rtol,
+            atol=atol,
+            err_msg=f"history[{key!r}]",
+        )
+
+
+def make_tagger(seed=3, vocab=10, classes=4, length=6, mask_zero=True):
+    """A tiny per-token classifier over int tokens (0 is padding); logits out."""
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential(
+        [
+            keras.Input((length,), dtype="int32"),
+            keras.layers.Embedding(vocab, 4, mask_zero=mask_zero),
+            keras.layers.Dense(6, activation="tanh"),
+            keras.layers.Dense(classes),
+        ]
+    )
+
+
+def padded_tokens(rows, seed=0, vocab=10, classes=4, length=6):
+    """Right-padded token rows (about 40% padding) and per-token labels.
+
+    Returns ``(tokens, labels)``: tokens in 1..vocab-1, 0 after each row's
+    length; labels in 1..classes-1 on real tokens and 0 on padding.
+    """
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, length + 1, size=rows)
+    real = np.arange(length)[None, :] < lengths[:, None]
+    tokens = np.where(real, rng.integers(1, vocab, size=(rows, length)), 0).astype("int32")
+    labels = np.where(real, rng.integers(1, classes, size=(rows, length)), 0).astype("int32")
+    return tokens, labels
