@@ -4,10 +4,13 @@ and is committed without outputs."""
 import json
 import pathlib
 import re
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 
-from lesson_runner import LESSONS, lesson_paths, run_lesson
+from lesson_runner import LESSONS, PEAK_PROBE, lesson_paths, peak_mib, run_lesson
 
 MEMORY_LIMIT_MIB = 1536  # Binder gives 1-2 GB
 EXPECTED = [f"{n:02d}" for n in range(11)]
@@ -34,6 +37,17 @@ def test_lesson_runs_top_to_bottom(path, record_property):
     record_property("seconds", round(seconds, 1))
     print(f"{path.name}: {seconds:.1f} s, peak {peak_mib:.0f} MiB")
     assert peak_mib < MEMORY_LIMIT_MIB
+
+
+def test_peak_is_the_kernels_own():
+    """A kernel is forked from this (large, late in the suite) pytest process: its
+    peak must not include the memory of the process it was started from."""
+    parent_mib = 400
+    held = np.ones(parent_mib * 2**20 // 8)  # resident: every page written
+    result = subprocess.run([sys.executable, "-c", PEAK_PROBE], capture_output=True, text=True,
+                            timeout=60, check=True)
+    child_mib = peak_mib(result.stdout)
+    assert 0 < child_mib < parent_mib / 2, (child_mib, held.nbytes)
 
 
 def test_solutions_are_loadable_files():
