@@ -29,7 +29,8 @@ NEWS = "official Jupyter news"
 # JupyterLab shows stderr and errors (tracebacks) in red, with this MIME type.
 STDERR = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
 # Every code cell of the open notebook; JupyterLab's default windowing
-# ("contentVisibility") keeps all of them, outputs included, in the page.
+# ("contentVisibility") keeps all of them, outputs included, in the page; their
+# text is read with textContent (innerText is empty for cells scrolled out of view).
 CODE_CELLS = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-CodeCell"
 WIDGET_ERROR = "Error displaying widget"
 
@@ -138,11 +139,11 @@ def run_all_cells(page, name, timeout=600):
     else:
         raise AssertionError(f"JupyterLab never started running {name} in 4 attempts")
     deadline = time.monotonic() + timeout
-    while any("*" in text for text in prompts.all_inner_texts()):
+    while any("*" in text for text in prompts.all_text_contents()):
         assert time.monotonic() < deadline, f"{name} still running after {timeout} s"
         page.wait_for_timeout(1_000)
     page.wait_for_timeout(2_000)  # stderr travels apart from the reply that ends a cell
-    texts = prompts.all_inner_texts()
+    texts = prompts.all_text_contents()
     code = sum(c["cell_type"] == "code" for c in json.loads((LESSONS / name).read_text())["cells"])
     # Every cell is in the page, or red_boxes would miss some outputs.
     assert len(texts) == code, f"{name}: {len(texts)} code cells in the page, {code} in the file"
@@ -157,9 +158,9 @@ def red_boxes(page):
     cells = page.locator(CODE_CELLS)
     for number in range(1, cells.count() + 1):
         cell = cells.nth(number - 1)
-        for text in cell.locator(STDERR).all_inner_texts():
+        for text in cell.locator(STDERR).all_text_contents():
             found.append((number, text.strip()[:2000]))
-        for text in cell.locator(".jp-OutputArea-output").all_inner_texts():
+        for text in cell.locator(".jp-OutputArea-output").all_text_contents():
             if WIDGET_ERROR in text:
                 found.append((number, text.strip()[:2000]))
     return found
