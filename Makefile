@@ -7,6 +7,9 @@ STAMP_LAB := $(VENV)/.installed-lab
 STAMP_TEST := $(VENV)/.installed-test
 
 VENV_BINDER := .venv-binder
+# Which TensorFlow gaviz is installed with (an extra of pyproject.toml):
+# tensorflow (default), and-cuda (NVIDIA GPUs on Linux) or tensorflow-cpu.
+TF_EXTRA ?= tensorflow
 
 .PHONY: lab test demo bench binder-check clean
 
@@ -14,12 +17,15 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP_TEST): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+# binder/postBuild installs the project's JupyterLab settings (no news prompt).
+$(STAMP_TEST): pyproject.toml binder/postBuild binder/overrides.json | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[$(TF_EXTRA),test]"
+	binder/postBuild $(BIN)/python
 	touch $@
 
-$(STAMP_LAB): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[lab]"
+$(STAMP_LAB): pyproject.toml binder/postBuild binder/overrides.json | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[$(TF_EXTRA),lab]"
+	binder/postBuild $(BIN)/python
 	touch $@
 
 # Jupyter refuses to run as root unless told to (containers, Binder-like machines).
@@ -39,10 +45,13 @@ demo: $(STAMP_TEST)
 bench: $(STAMP_TEST)
 	$(BIN)/python benchmarks/run.py
 
-# Binder's environment, built from binder/requirements.txt alone, runs every lesson.
+# Binder's environment, built from binder/requirements.txt alone, holds one TensorFlow,
+# gets the lab settings binder/postBuild installs, and runs every lesson.
 binder-check:
 	test -x $(VENV_BINDER)/bin/python || $(PYTHON) -m venv $(VENV_BINDER)
 	$(VENV_BINDER)/bin/python -m pip install --quiet -r binder/requirements.txt
+	$(VENV_BINDER)/bin/python tests/one_tensorflow.py
+	binder/postBuild $(VENV_BINDER)/bin/python
 	$(VENV_BINDER)/bin/python tests/lesson_runner.py
 
 clean:

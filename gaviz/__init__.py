@@ -22,6 +22,7 @@ used, so ``import gaviz`` costs only TensorFlow and Keras.
 
 import importlib
 
+from gaviz import _tensorflow  # noqa: F401  first: checks TensorFlow, loads it quietly
 from gaviz import demo, pitfalls, rules
 from gaviz.batchnorm import batch_dependence
 from gaviz.compare import compare_steps
@@ -85,4 +86,4 @@ __all__ = [
     "demo",
     "plot_histories",
 ]
-__version__ = "0.1.0"
+from gaviz._version import __version__  # noqa: E402  from the package metadata

@@ -68,6 +68,29 @@ class Comparison:
             lines.append(f"  stopped early: {self.error}")
         return "\n".join(lines)
 
+    @property
+    def headline(self) -> str:
+        """The number that tells this trainer's story, in words (``plot``'s title).
+
+        ``MissingReset``: how much the update size grew, last update / first.
+        ``MissingNormalization``, ``UpdateEveryMicroStep``: the effective
+        learning-rate ratio. The tail pitfalls: the update counts and the final
+        weight distance. Any other trainer: the first update's relative error.
+        """
+        norms, exact_norms = self.update_norms, self.exact_update_norms
+        if self.name == "MissingReset" and len(norms) > 1 and norms[0] > 0 and exact_norms[0] > 0:
+            story = (f"update {len(norms)} is {norms[-1] / norms[0]:.3g}x update 1 "
+                     f"(exact: {exact_norms[-1] / exact_norms[0]:.2g}x)")
+        elif (self.name in ("MissingNormalization", "UpdateEveryMicroStep")
+              and self.effective_learning_rate_ratio is not None):
+            story = f"effective learning rate x{self.effective_learning_rate_ratio:.3g}"
+        elif self.name in ("DroppedTail", "UnderScaledTail", "CarriedTail"):
+            story = (f"{len(self.loss)} updates (exact: {len(self.exact_loss)}), "
+                     f"final weights {self.final_weight_distance:.2g} apart")
+        else:
+            story = f"first update off by {self.first_update_relative_error:.2g}"
+        return f"{self.name}: {story}" + (", then stopped: non-finite" if self.error else "")
+
     def plot(self, figure=None):
         """Loss histories and weight distance, side by side; returns the figure."""
         if figure is None:
@@ -88,7 +111,7 @@ class Comparison:
         right.set_xlabel("optimizer update")
         right.set_ylabel("|weights - exact weights|")
         right.grid(True, alpha=0.3)
-        figure.suptitle(f"{self.name}: first update off by {self.first_update_relative_error:.2g}")
+        figure.suptitle(self.headline)
         figure.tight_layout()
         return figure
 

@@ -1,14 +1,17 @@
-"""Runs lesson notebooks top to bottom on a fresh kernel: used by the tests and
-by `make binder-check` (which has no pytest).
+"""Runs lesson notebooks top to bottom on a fresh kernel, as a newcomer's
+JupyterLab would: used by the tests and by `make binder-check` (which has no
+pytest).
 
     python tests/lesson_runner.py [lessons/NN_topic.ipynb ...]
 """
 
 from __future__ import annotations
 
+import os
 import pathlib
 import sys
 import time
+from typing import NamedTuple
 
 import nbformat
 from nbclient import NotebookClient
@@ -39,8 +42,39 @@ def lesson_paths():
     return sorted(LESSONS.glob("[0-9][0-9]_*.ipynb"))
 
 
+def newcomer_env():
+    """The environment of a newcomer's shell: no TensorFlow log level set, and no
+    PYTEST_CURRENT_TEST, under which ipykernel stops sending what the process
+    writes to file descriptor 2 (TensorFlow's log) to the notebook."""
+    env = dict(os.environ)
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env
+
+
+class LessonRun(NamedTuple):
+    """What one run of a lesson showed and cost."""
+
+    seconds: float
+    peak_mib: float  # the kernel's peak resident memory
+    red: list  # (code cell number from 1, text) of each stderr or error output
+
+
+def red_outputs(notebook):
+    """The outputs JupyterLab shows in red (stderr, errors), by code cell."""
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    red = []
+    for number, cell in enumerate(code, start=1):
+        for output in cell.outputs:
+            if output.get("name") == "stderr":
+                red.append((number, output.text))
+            elif output.output_type == "error":
+                red.append((number, f"{output.ename}: {output.evalue}"))
+    return red
+
+
 def run_lesson(path, timeout=240):
-    """Executes a copy of the notebook; returns (seconds, peak kernel memory in MiB)."""
+    """Executes a copy of the notebook in a newcomer's kernel; returns a LessonRun."""
     notebook = nbformat.read(path, as_version=4)
     notebook.cells.append(nbformat.v4.new_code_cell(PEAK_PROBE))
     client = NotebookClient(
@@ -48,10 +82,10 @@ def run_lesson(path, timeout=240):
         resources={"metadata": {"path": str(pathlib.Path(path).parent)}},
     )
     start = time.perf_counter()
-    client.execute()
+    client.execute(env=newcomer_env())
     seconds = time.perf_counter() - start
     text = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
-    return seconds, peak_mib(text)
+    return LessonRun(seconds, peak_mib(text), red_outputs(notebook))
 
 
 def main(paths):
@@ -59,8 +93,12 @@ def main(paths):
     failed = 0
     for path in paths:
         try:
-            seconds, mib = run_lesson(path)
-            print(f"{path.name}: {seconds:.1f} s, peak {mib:.0f} MiB", flush=True)
+            run = run_lesson(path)
+            print(f"{path.name}: {run.seconds:.1f} s, peak {run.peak_mib:.0f} MiB", flush=True)
+            if run.red:
+                failed += 1
+                for number, text in run.red:
+                    print(f"{path.name}: FAILED red output in code cell {number}:\n{text}", flush=True)
         except Exception as error:  # noqa: BLE001 - report every lesson, then fail
             failed += 1
             print(f"{path.name}: FAILED {type(error).__name__}: {str(error)[:2000]}", flush=True)

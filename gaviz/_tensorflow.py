@@ -1,0 +1,183 @@
+"""TensorFlow for gaviz: checked once at import, and loaded without its start-up log.
+
+gaviz needs TensorFlow but does not pick its distribution: ``tensorflow`` (CPU,
+and GPU on Linux with ``tensorflow[and-cuda]``), ``tensorflow-cpu`` and vendor
+builds all install the same ``tensorflow`` package, and requiring one of them
+would make pip install a second copy next to any other (TensorFlow Probability
+and TensorFlow Datasets check at import time for the same reason). The extras
+``gaviz[tensorflow]``, ``gaviz[and-cuda]`` and ``gaviz[tensorflow-cpu]`` install
+one.
+
+Importing TensorFlow prints its native start-up log to the process's stderr
+(file descriptor 2), most of it before its logging is initialized, so
+``TF_CPP_MIN_LOG_LEVEL`` cannot hide it: a notebook shows it as a red error
+box. While gaviz imports TensorFlow and lists its devices, descriptor 2 goes
+to a temporary file; afterwards every line of it is written back to stderr
+except TensorFlow's informational (``I``) records and the harmless messages
+of ``_START_UP_NOISE``. Warnings, errors and Python's own output still show.
+``startup_log`` keeps all of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import tempfile
+
+MINIMUM_VERSION = (2, 16)  # the first TensorFlow with Keras 3
+
+INSTALL_HELP = (
+    "Install one TensorFlow distribution (version >= {minimum}) next to gaviz, for example:\n"
+    "  pip install 'gaviz[tensorflow]'      # TensorFlow for CPU (and Apple silicon)\n"
+    "  pip install 'gaviz[and-cuda]'        # TensorFlow with NVIDIA CUDA libraries (Linux GPU)\n"
+    "  pip install 'gaviz[tensorflow-cpu]'  # the smaller CPU-only build (Linux, Windows)\n"
+    "or install TensorFlow yourself: pip install 'tensorflow>={minimum}' (or a vendor build)."
+)
+
+# Messages TensorFlow prints while it loads, on a machine where nothing is
+# wrong. Each is matched as a substring of a line.
+_START_UP_NOISE = (
+    # absl's notice that it has no log configuration yet (printed once per native library).
+    "All log messages before absl::InitializeLog() is called are written to STDERR",
+    # TensorFlow 2.15-2.17: the CUDA plugins register twice; harmless, fixed later.
+    "when one has already been registered",
+    "computation placer already registered",
+    # A full `tensorflow` wheel on a machine without TensorRT.
+    "TF-TRT Warning: Could not find TensorRT",
+)
+# A full `tensorflow` wheel on a machine without an NVIDIA driver logs the
+# missing driver (an informational record), then an error when it tries to
+# initialize CUDA anyway; after the first, the second tells nothing new.
+_NO_DRIVER = "Could not find cuda drivers on your machine"
+_CUINIT_FAILED = "failed call to cuInit"
+# A log record's prefix: severity, MMDD, time (before logging is set up: 0000 and
+# 00:00:<seconds since 1970>), thread, file:line]
+_RECORD = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [^\]]*\] ")
+
+startup_log = ""  # everything TensorFlow printed while gaviz imported it
+
+
+def filter_startup_log(text: str) -> str:
+    """Returns the lines of ``text`` worth showing: all but start-up noise.
+
+    ``text`` is native output: log records (``I0101 12:00:00.000000 1 file.cc:1] ...``,
+    whose message may go on over lines without that prefix) and anything else
+    a library printed. Dropped: informational (``I``) records, lines with a
+    message of ``_START_UP_NOISE``, and the failed CUDA initialization that
+    follows a "could not find cuda drivers" record. Everything else
+    (warnings, errors, other output) is kept, in order.
+    """
+    no_driver = _NO_DRIVER in text
+    kept, dropping = [], False
+    for line in text.splitlines(keepends=True):
+        record = _RECORD.match(line)
+        if record:
+            dropping = record.group(1) == "I" or (no_driver and _CUINIT_FAILED in line)
+        if dropping or any(message in line for message in _START_UP_NOISE):
+            continue
+        kept.append(line)
+    return "".join(kept)
+
+
+class _PythonStderr:
+    """``sys.stderr`` while descriptor 2 is captured, in a process whose
+    ``sys.stderr`` writes to descriptor 2 (a terminal, a pipe).
+
+    Meanwhile it writes to ``real_fd``, a copy of the real descriptor 2, so
+    Python's own output (warnings, tracebacks, logging) is neither held back
+    nor filtered; afterwards it hands everything to the original object. (A
+    logging handler created during the import keeps this object, so it must
+    stay usable: TensorFlow's and absl's are.)
+    """
+
+    def __init__(self, original, real_fd):
+        self._original, self._real_fd = original, real_fd
+
+    def write(self, text):
+        if self._real_fd is None:
+            return self._original.write(text)
+        os.write(self._real_fd, text.encode(self._original.encoding or "utf-8", "backslashreplace"))
+        return len(text)
+
+    def flush(self):
+        if self._real_fd is None:
+            self._original.flush()
+
+    def release(self):
+        self._real_fd = None
+
+    def __getattr__(self, name):
+        return getattr(self._original, name)
+
+
+@contextlib.contextmanager
+def _native_stderr_filtered():
+    """Sends file descriptor 2 to a temporary file meanwhile; writes back what matters."""
+    global startup_log
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr at all: nothing to keep clean
+        yield
+        return
+    python_stderr = sys.stderr
+    stand_in = None
+    with tempfile.TemporaryFile() as captured:
+        if python_stderr is not None:
+            python_stderr.flush()
+            if python_stderr is sys.__stderr__:
+                stand_in = sys.stderr = _PythonStderr(python_stderr, saved)
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            if stand_in is not None:
+                stand_in.release()
+                if sys.stderr is stand_in:
+                    sys.stderr = python_stderr
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode("utf-8", errors="replace")
+            startup_log += text
+            shown = filter_startup_log(text)
+            if shown and python_stderr is not None:
+                python_stderr.write(shown)
+                python_stderr.flush()
+
+
+def _version_tuple(version: str) -> tuple[int, int]:
+    major, minor = re.match(r"(\d+)\.(\d+)", version).groups()
+    return int(major), int(minor)
+
+
+def import_tensorflow():
+    """Imports TensorFlow quietly and checks its version; returns the module.
+
+    Raises:
+        ImportError: TensorFlow is not installed, or older than
+            ``MINIMUM_VERSION``; the message says how to install it.
+    """
+    minimum = ".".join(map(str, MINIMUM_VERSION))
+    if importlib.util.find_spec("tensorflow") is None:
+        raise ImportError(
+            "gaviz needs TensorFlow, and no TensorFlow is installed. "
+            + INSTALL_HELP.format(minimum=minimum)
+        )
+    with _native_stderr_filtered():
+        tf = importlib.import_module("tensorflow")
+        # Finding the devices loads the CUDA plugin, which logs too. Only the
+        # physical devices: the logical ones can still be configured after this.
+        tf.config.list_physical_devices()
+    if _version_tuple(tf.__version__) < MINIMUM_VERSION:
+        raise ImportError(
+            f"gaviz needs TensorFlow >= {minimum} (for Keras 3). "
+            f"Received: TensorFlow {tf.__version__}. " + INSTALL_HELP.format(minimum=minimum)
+        )
+    return tf
+
+
+import_tensorflow()

@@ -1,0 +1,166 @@
+"""A newcomer's first look at the lessons, in a real JupyterLab in headless Chromium.
+
+JupyterLab runs from this environment with its settings as `make lab` leaves
+them (binder/overrides.json, installed by binder/postBuild), on a copy of
+lessons/. Checked: no news prompt covers the lesson; every lesson opens
+without the unsaved-changes dot; every lesson, run top to bottom (Run All
+Cells), shows no red output box (stderr or an error) and no widget that
+failed to display. Skipped like test_dashboard_in_jupyterlab.py where
+Chromium or Playwright is missing, unless GAVIZ_REQUIRE_BROWSER is set.
+"""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from test_dashboard_in_jupyterlab import CHROMIUM, FLAGS, free_port
+
+from playwright.sync_api import expect, sync_playwright  # noqa: E402  (after the skip above)
+
+LESSONS = pathlib.Path(__file__).resolve().parents[2] / "lessons"
+NEWS = "official Jupyter news"
+# JupyterLab shows stderr and errors (tracebacks) in red, with this MIME type.
+STDERR = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+# Every code cell of the open notebook; JupyterLab's default windowing
+# ("contentVisibility") keeps all of them, outputs included, in the page; their
+# text is read with textContent (innerText is empty for cells scrolled out of view).
+CODE_CELLS = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-CodeCell"
+WIDGET_ERROR = "Error displaying widget"
+
+
+@pytest.fixture
+def lab(tmp_path):
+    root = tmp_path / "lessons"
+    shutil.copytree(LESSONS, root)
+    # A newcomer's shell: no TensorFlow log level, no user settings or workspace of ours,
+    # and no PYTEST_CURRENT_TEST, under which ipykernel keeps file descriptor 2 from the page.
+    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"))
+    for name in ("TF_CPP_MIN_LOG_LEVEL", "PYTEST_CURRENT_TEST"):
+        env.pop(name, None)
+    port = free_port()
+    log = open(tmp_path / "lab.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
+         "--ip=127.0.0.1", "--ServerApp.token=", "--ServerApp.password=", "--allow-root",
+         f"--ServerApp.root_dir={root}",
+         "--ServerApp.disable_check_xsrf=True"],  # lets the test shut kernels down by REST
+        stdout=log, stderr=subprocess.STDOUT, env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{url}/api/status", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("jupyter lab did not start:\n" + (tmp_path / "lab.log").read_text()[-2000:])
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def open_lesson(page, url, name):
+    """Opens a lesson and waits for its kernel to be idle: JupyterLab has then
+    written the kernel's metadata into the notebook."""
+    page.goto(f"{url}/lab/tree/{name}?reset")  # a fresh workspace: this lesson alone
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=90_000)
+    expect(page.locator("#jp-main-statusbar")).to_contain_text("Idle", timeout=120_000)
+
+
+def assert_not_modified(page, name, seconds=6):
+    """The tab shows no unsaved-changes dot for a while after the kernel is idle (the
+    kernel's metadata lands about then; a dot while the page loads comes and goes)."""
+    tab = page.locator(".lm-DockPanel .lm-TabBar-tab.jp-mod-current")
+    expect(tab).to_have_count(1)
+    for _ in range(seconds * 4):
+        assert "jp-mod-dirty" not in (tab.get_attribute("class") or ""), (
+            f"{name} is marked modified as soon as it opens")
+        page.wait_for_timeout(250)
+
+
+def shut_down_kernels(url):
+    with urllib.request.urlopen(f"{url}/api/kernels", timeout=10) as response:
+        kernels = json.load(response)
+    for kernel in kernels:
+        request = urllib.request.Request(f"{url}/api/kernels/{kernel['id']}", method="DELETE")
+        urllib.request.urlopen(request, timeout=30)
+
+
+def test_lessons_open_clean_and_run_without_red(lab):
+    names = sorted(p.name for p in LESSONS.glob("[0-9][0-9]_*.ipynb"))
+    red = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 1000})
+            for number, name in enumerate(names):
+                open_lesson(page, lab, name)
+                assert_not_modified(page, name)
+                if number == 0:
+                    # The news question is asked as JupyterLab starts; it is settled by now.
+                    expect(page.get_by_text(NEWS)).to_have_count(0)
+                run_all_cells(page, name)
+                red += [(name, cell, text) for cell, text in red_boxes(page)]
+                shut_down_kernels(lab)
+        finally:
+            browser.close()
+    assert red == [], "red output a newcomer sees:\n" + "\n".join(
+        f"{name}, code cell {cell}: {text}" for name, cell, text in red)
+
+
+def run_all_cells(page, name, timeout=600):
+    """Runs the whole lesson from the Run menu and waits until no cell is
+    running or queued; fails if a cell did not run (Run All stops at an error)."""
+    prompts = page.locator(CODE_CELLS).locator(".jp-InputPrompt")
+    first = prompts.first
+    for _ in range(4):  # JupyterLab may drop a request made while it connects
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        try:
+            expect(first).not_to_have_text("[ ]:", timeout=15_000)
+            break
+        except AssertionError:
+            page.keyboard.press("Escape")
+    else:
+        raise AssertionError(f"JupyterLab never started running {name} in 4 attempts")
+    deadline = time.monotonic() + timeout
+    while any("*" in text for text in prompts.all_text_contents()):
+        assert time.monotonic() < deadline, f"{name} still running after {timeout} s"
+        page.wait_for_timeout(1_000)
+    page.wait_for_timeout(2_000)  # stderr travels apart from the reply that ends a cell
+    texts = prompts.all_text_contents()
+    code = sum(c["cell_type"] == "code" for c in json.loads((LESSONS / name).read_text())["cells"])
+    # Every cell is in the page, or red_boxes would miss some outputs.
+    assert len(texts) == code, f"{name}: {len(texts)} code cells in the page, {code} in the file"
+    not_run = [i for i, text in enumerate(texts, start=1) if not text.strip()[1:-2].strip().isdigit()]
+    assert not not_run, f"{name}: code cells {not_run} did not run; " + "; ".join(
+        f"cell {cell}: {text}" for cell, text in red_boxes(page))
+
+
+def red_boxes(page):
+    """(code cell number from 1, text) of each red output box or failed widget."""
+    found = []
+    cells = page.locator(CODE_CELLS)
+    for number in range(1, cells.count() + 1):
+        cell = cells.nth(number - 1)
+        for text in cell.locator(STDERR).all_text_contents():
+            found.append((number, text.strip()[:2000]))
+        for text in cell.locator(".jp-OutputArea-output").all_text_contents():
+            if WIDGET_ERROR in text:
+                found.append((number, text.strip()[:2000]))
+    return found

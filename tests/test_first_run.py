@@ -1,0 +1,196 @@
+"""A first run shows nothing red: TensorFlow's start-up log is kept off stderr where
+gaviz loads it (import, command line, the lessons' first cells), real errors
+still show, a missing or old TensorFlow is named with how to install it, and
+JupyterLab opens a lesson without marking it modified."""
+
+import json
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import nbformat
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import start_new_kernel
+
+from gaviz import _tensorflow
+from lesson_runner import lesson_paths, newcomer_env
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MODULE = ROOT / "gaviz" / "_tensorflow.py"
+
+
+def run_python(code, *args, cwd=None):
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=300, env=newcomer_env(), cwd=cwd)
+
+
+# What TensorFlow 2.21 (the full wheel) printed on importing it on a 2-core machine
+# without a GPU, as captured by gaviz (`gaviz._tensorflow.startup_log`).
+STARTUP = textwrap.dedent("""\
+    WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
+    I0000 00:00:1795316036.490718   15055 port.cc:153] oneDNN custom operations are on. You may see slightly different numerical results due to floating-point round-off errors from different computation orders. To turn them off, set the environment variable `TF_ENABLE_ONEDNN_OPTS=0`.
+    I0000 00:00:1795316036.491249   15055 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.
+    I0000 00:00:1795316036.582967   15055 cpu_feature_guard.cc:227] This TensorFlow binary is optimized to use available CPU instructions in performance-critical operations.
+    To enable the following instructions: AVX2 AVX512F AVX512_VNNI AVX512_BF16 AVX512_FP16 AVX_VNNI AMX_TILE AMX_INT8 AMX_BF16 FMA, in other operations, rebuild TensorFlow with the appropriate compiler flags.
+    WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
+    I0000 00:00:1795316039.912951   15055 port.cc:153] oneDNN custom operations are on. You may see slightly different numerical results due to floating-point round-off errors from different computation orders. To turn them off, set the environment variable `TF_ENABLE_ONEDNN_OPTS=0`.
+    I0000 00:00:1795316039.913750   15055 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.
+    E0000 00:00:1795316041.260031   15055 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)
+    """)
+
+
+def test_the_start_up_log_is_all_noise():
+    assert _tensorflow.filter_startup_log(STARTUP) == ""
+
+
+def test_warnings_and_errors_are_kept():
+    real = ("W0000 00:00:1795316036.5   15055 gpu_device.cc:2344] Cannot dlopen some GPU libraries.\n"
+            "E0000 00:00:1795316036.6   15055 cuda_dnn.cc:522] Loaded runtime CuDNN library: 8.1.0\n"
+            "  but source was compiled with: 8.9.4.\n"
+            "Illegal instruction: AVX512 not supported\n")
+    assert _tensorflow.filter_startup_log(STARTUP + real) == real
+    # With a driver present, a failed CUDA initialization is a real error.
+    with_driver = "\n".join(line for line in STARTUP.splitlines() if "cuda drivers" not in line) + "\n"
+    assert _tensorflow.filter_startup_log(with_driver).startswith("E0000")
+    assert "failed call to cuInit" in _tensorflow.filter_startup_log(with_driver)
+
+
+def test_import_is_silent():
+    result = run_python("import gaviz, gaviz._tensorflow as t; print(len(t.startup_log))")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert int(result.stdout) > 0, "TensorFlow printed nothing to silence: the test proves nothing"
+
+
+def test_logging_set_up_during_the_import_still_works():
+    # TensorFlow's and absl's logging handlers are made while gaviz imports
+    # TensorFlow, and keep the sys.stderr of that moment.
+    result = run_python("import gaviz, tensorflow as tf\n"
+                        "from absl import logging\n"
+                        "tf.get_logger().warning('from TensorFlow')\n"
+                        "logging.warning('from absl')\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "WARNING:tensorflow:from TensorFlow\nWARNING:absl:from absl\n"
+
+
+def test_command_line_stderr_is_empty_on_success(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "gaviz", "compare", "--steps", "1", "2", "--epochs", "1",
+         "--samples", "256", "--out", str(tmp_path / "curves.png")],
+        capture_output=True, text=True, timeout=300, env=newcomer_env(),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert "wrote" in result.stdout
+
+
+def fake_tensorflow(tmp_path, version="2.21.0", native=""):
+    """A `tensorflow` package that prints ``native`` to file descriptor 2 when imported."""
+    package = tmp_path / "tensorflow"
+    package.mkdir()
+    (package / "__init__.py").write_text(textwrap.dedent(f"""\
+        import logging, os, sys, warnings
+        os.write(2, {native.encode()!r})
+        warnings.warn("a Python warning during the import")
+        logging.getLogger("tensorflow").addHandler(logging.StreamHandler())  # holds sys.stderr
+        __version__ = {version!r}
+
+        class config:
+            @staticmethod
+            def list_physical_devices(kind=None):
+                os.write(2, b"E0000 00:00:1.0 1 devices.cc:1] an error listing devices\\n")
+                return []
+        """))
+    return tmp_path
+
+
+# Loads gaviz/_tensorflow.py alone (gaviz's package would import the real TensorFlow).
+LOAD_CHECK = textwrap.dedent("""\
+    import importlib.util, sys
+    sys.path.insert(0, sys.argv[1])
+    spec = importlib.util.spec_from_file_location("gaviz_tensorflow_check", sys.argv[2])
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    print("imported")
+    import logging
+    logging.getLogger("tensorflow").warning("logged after the import")
+    """)
+
+
+def test_real_errors_still_show(tmp_path):
+    native = STARTUP + "W0000 00:00:1.0 1 a.cc:1] a real warning\nsome other native output\n"
+    result = run_python(LOAD_CHECK, str(fake_tensorflow(tmp_path, native=native)), str(MODULE))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "imported\n"
+    for shown in ("a real warning", "some other native output", "an error listing devices",
+                  "UserWarning: a Python warning during the import", "logged after the import"):
+        assert shown in result.stderr
+    assert "Logging error" not in result.stderr
+    for hidden in ("absl::InitializeLog", "oneDNN", "cuda drivers", "cuInit", "To enable"):
+        assert hidden not in result.stderr
+
+
+def test_old_tensorflow_is_named_with_how_to_install(tmp_path):
+    result = run_python(LOAD_CHECK, str(fake_tensorflow(tmp_path, version="2.15.1")), str(MODULE))
+    assert result.returncode == 1
+    error = result.stderr.strip().splitlines()
+    assert any("ImportError: gaviz needs TensorFlow >= 2.16" in line for line in error), result.stderr
+    assert "Received: TensorFlow 2.15.1" in result.stderr
+    for way in ("gaviz[tensorflow]", "gaviz[and-cuda]", "gaviz[tensorflow-cpu]", "tensorflow>=2.16"):
+        assert way in result.stderr
+
+
+def test_missing_tensorflow_is_named_with_how_to_install(tmp_path):
+    hide = "import sys; sys.modules['tensorflow'] = None\n"  # as if it were not installed
+    result = run_python(hide + LOAD_CHECK, str(tmp_path), str(MODULE))
+    assert result.returncode == 1
+    assert "ImportError: gaviz needs TensorFlow, and no TensorFlow is installed" in result.stderr
+    for way in ("gaviz[tensorflow]", "gaviz[and-cuda]", "gaviz[tensorflow-cpu]", ">= 2.16"):
+        assert way in result.stderr
+
+
+@pytest.mark.parametrize("path", lesson_paths(), ids=lambda p: p.name)
+def test_lesson_first_cell_imports_gaviz_first(path):
+    """gaviz loads TensorFlow quietly only if nothing loaded it before. (That each
+    lesson, first cell included, shows nothing red in a newcomer's kernel is
+    tests/test_lessons.py's whole-lesson run.)"""
+    notebook = nbformat.read(path, as_version=4)
+    first = next(c for c in notebook.cells if c.cell_type == "code").source
+    before_gaviz = first.split("import gaviz")[0]
+    assert "import gaviz" in first, f"{path.name}'s first cell does not import gaviz"
+    for name in ("tensorflow", "keras"):
+        assert f"import {name}" not in before_gaviz and f"from {name}" not in before_gaviz, (
+            f"{path.name}'s first cell imports {name} before gaviz, which loads TensorFlow quietly")
+
+
+@pytest.fixture(scope="module")
+def kernel_metadata():
+    """What JupyterLab writes into a notebook when it connects to the python3 kernel."""
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    manager, client = start_new_kernel(kernel_name="python3")
+    try:
+        msg_id = client.kernel_info()
+        reply = client.get_shell_msg(timeout=60)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = client.get_shell_msg(timeout=60)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    return {
+        "kernelspec": {"display_name": spec.display_name, "language": spec.language, "name": "python3"},
+        "language_info": reply["content"]["language_info"],
+    }
+
+
+@pytest.mark.parametrize("path", lesson_paths(), ids=lambda p: p.name)
+def test_lesson_opens_unmodified(path, kernel_metadata):
+    """JupyterLab overwrites kernelspec and language_info with the kernel's on opening a
+    notebook, and marks it modified if they differ: commit them as it writes them."""
+    metadata = json.loads(path.read_text())["metadata"]
+    committed, running = metadata["language_info"]["version"], kernel_metadata["language_info"]["version"]
+    assert committed == running, (
+        f"{path.name} says Python {committed}, the kernel runs {running}: JupyterLab marks the "
+        "lesson modified on opening (language_info.version follows the Python of binder/runtime.txt "
+        "and CI)")
+    assert metadata == kernel_metadata
