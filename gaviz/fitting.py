@@ -57,12 +57,25 @@ def fit(trainer, feed, epochs, updates, callbacks, verbose, validation) -> Histo
     except BaseException:
         # The model and optimizer hold the last applied update; callbacks
         # that clean up (close files, restore weights) still run.
-        with contextlib.suppress(Exception):
-            callback_list.on_train_end(logs=run.logs)
+        _end_after_error(callback_list, run.logs)
         raise
     callback_list.on_train_end(logs=run.logs)
     run.history.history = callback_list._history.history
     return run.history
+
+
+def _end_after_error(callback_list, logs):
+    """``on_train_end`` for every callback but BackupAndRestore.
+
+    BackupAndRestore deletes its backup when training ends: after a crash,
+    the backup is what the next ``fit`` resumes from (Keras's own ``fit``
+    calls no ``on_train_end`` after an error at all).
+    """
+    for callback in callback_list.callbacks:
+        if isinstance(callback, keras.callbacks.BackupAndRestore):
+            continue
+        with contextlib.suppress(Exception):
+            callback.on_train_end(logs=logs)
 
 
 class _Run:

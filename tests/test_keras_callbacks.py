@@ -255,3 +255,54 @@ def test_live_plot_is_a_keras_callback():
     assert len(plot.keras_log) == 2 * UPDATES_PER_EPOCH  # one point per Keras batch
     assert len(plot.history) == 0  # no gaviz updates: nothing drawn twice
     assert plot.image.value  # a PNG
+
+
+class _Interrupt(keras.callbacks.Callback):
+    """Raises at the start of ``epoch`` (0-based), as a crash would."""
+
+    def __init__(self, epoch):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == self.epoch:
+            raise RuntimeError("interrupted")
+
+
+def test_backup_and_restore_resumes_where_training_stopped(tmp_path):
+    """BackupAndRestore: a run interrupted in epoch 3, resumed, ends where an uninterrupted run does."""
+    _, trainer, reference = compiled_pair()
+    backup = str(tmp_path / "backup")
+    with pytest.raises(RuntimeError, match="interrupted"):
+        trainer.fit(X, Y, batch_size=B, epochs=4, shuffle=False, verbose=0,
+                    callbacks=[keras.callbacks.BackupAndRestore(backup), _Interrupt(2)])
+    assert int(trainer.optimizer.iterations.numpy()) == 2 * UPDATES_PER_EPOCH
+    history = trainer.fit(X, Y, batch_size=B, epochs=4, shuffle=False, verbose=0,
+                          callbacks=[keras.callbacks.BackupAndRestore(backup)])
+    assert len(history.history["loss"]) == 2  # epochs 3 and 4 only
+    reference.fit(X, Y, batch_size=K * B, epochs=4, shuffle=False, verbose=0)
+    assert weight_gap(trainer.model, reference) < ATOL
+
+
+def test_tensorboard_writes_the_epoch_logs(tmp_path):
+    """TensorBoard: event files with the epoch's loss and metrics, for training and validation."""
+    import tensorflow as tf
+
+    _, trainer, _ = compiled_pair()
+    log_dir = tmp_path / "logs"
+    history = trainer.fit(X, Y, batch_size=B, epochs=2, shuffle=False, verbose=0,
+                          validation_data=(X_VAL, Y_VAL),
+                          callbacks=[keras.callbacks.TensorBoard(str(log_dir))])
+    written = {}
+    for run in ("train", "validation"):
+        for path in (log_dir / run).glob("events.out.tfevents.*"):
+            for event in tf.compat.v1.train.summary_iterator(str(path)):
+                for value in event.summary.value:
+                    if not value.tag.startswith("epoch_"):
+                        continue  # the model's config, written once
+                    number = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
+                    written.setdefault((run, value.tag), []).append(number)
+    np.testing.assert_allclose(written[("train", "epoch_loss")], history.history["loss"], rtol=1e-6)
+    np.testing.assert_allclose(written[("train", "epoch_mae")], history.history["mae"], rtol=1e-6)
+    np.testing.assert_allclose(written[("validation", "epoch_loss")], history.history["val_loss"],
+                               rtol=1e-6)
