@@ -181,14 +181,18 @@ class Validation:
             return None
         if isinstance(data, tf.data.Dataset):
             return cls(data, None, None, None, freq)
-        if isinstance(data, (tuple, list)) and len(data) in (2, 3):
-            x, y, *weights = data
-            return cls(x, y, weights[0] if weights else None, batch_size, freq)
-        raise ValueError(
-            "`validation_data` must be (x_val, y_val), (x_val, y_val, sample_weight) or a "
-            f"tf.data.Dataset. Received: {type(data).__name__}"
-            + (f" of length {len(data)}" if isinstance(data, (tuple, list)) else "")
-        )
+        try:
+            if not isinstance(data, (tuple, list)):
+                raise TypeError(type(data).__name__)
+            x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(tuple(data))
+            if y is None:
+                raise ValueError("no targets")
+        except (TypeError, ValueError):
+            raise ValueError(
+                "`validation_data` must be (x_val, y_val), (x_val, y_val, sample_weight) "
+                f"or a tf.data.Dataset. Received: {type(data).__name__}"
+            ) from None
+        return cls(x, y, sample_weight, batch_size, freq)
 
     def due(self, epoch) -> bool:
         return epoch % self.freq == 0

@@ -111,14 +111,20 @@ def test_explicit_arguments_match_keras_fit():
     assert_same_history(history.history, expected.history)
 
 
-def test_dataset_of_micro_batches_matches_keras_fit():
-    """fit(tf.data.Dataset of (x, y) micro-batches) gives Model.fit's weights and history."""
-    x, y = regression(100)
-    x_val, y_val = regression(40, seed=1)
+def compiled_mlps():
+    """A compiled MLP (SGD, mse, mae) and an identical compiled clone for Model.fit."""
     model = make_mlp()
     reference = clone(model)
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", metrics=["mae"])
     reference.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", metrics=["mae"])
+    return model, reference
+
+
+def test_dataset_of_micro_batches_matches_keras_fit():
+    """fit(tf.data.Dataset of (x, y) micro-batches) gives Model.fit's weights and history."""
+    x, y = regression(100)
+    x_val, y_val = regression(40, seed=1)
+    model, reference = compiled_mlps()
 
     trainer = gaviz.AccumulationTrainer(model, accumulation_steps=K)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(B)
@@ -295,10 +301,7 @@ def test_two_outputs_with_loss_weights_match_keras_fit(form):
 def test_evaluate_matches_keras_evaluate():
     """trainer.evaluate equals Model.evaluate: a dict, a list in Keras's order, a scalar for loss only."""
     x, y = regression(100, seed=2)
-    model = make_mlp()
-    reference = clone(model)
-    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", metrics=["mae"])
-    reference.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", metrics=["mae"])
+    model, reference = compiled_mlps()
     trainer = gaviz.AccumulationTrainer(model, accumulation_steps=K)
 
     got = trainer.evaluate(x, y, batch_size=64, return_dict=True)

@@ -63,17 +63,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def lab(tmp_path):
-    (tmp_path / "dashboard.ipynb").write_text(json.dumps(NOTEBOOK))
+def serve_lab(root, log_path, options, env):
+    """Runs JupyterLab on ``root`` on a free port; yields its URL, then stops it."""
     port = free_port()
-    log = open(tmp_path / "lab.log", "w")
+    log = open(log_path, "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
          "--ip=127.0.0.1", "--ServerApp.token=", "--ServerApp.password=", "--allow-root",
-         f"--ServerApp.root_dir={tmp_path}", "--LabApp.news_url=None",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+         f"--ServerApp.root_dir={root}", *options],
+        stdout=log, stderr=subprocess.STDOUT, env=env,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -84,7 +82,7 @@ def lab(tmp_path):
             except OSError:
                 time.sleep(0.5)
         else:
-            pytest.fail("jupyter lab did not start:\n" + (tmp_path / "lab.log").read_text()[-2000:])
+            pytest.fail("jupyter lab did not start:\n" + log_path.read_text()[-2000:])
         yield url
     finally:
         server.terminate()
@@ -93,6 +91,17 @@ def lab(tmp_path):
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+@pytest.fixture
+def lab(tmp_path):
+    (tmp_path / "dashboard.ipynb").write_text(json.dumps(NOTEBOOK))
+    yield from serve_lab(
+        tmp_path, tmp_path / "lab.log",
+        ["--LabApp.news_url=None",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
 
 
 def run_first_cell(page, editor, attempts=4):

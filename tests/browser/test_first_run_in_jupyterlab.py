@@ -13,14 +13,12 @@ import json
 import os
 import pathlib
 import shutil
-import subprocess
-import sys
 import time
 import urllib.request
 
 import pytest
 
-from test_dashboard_in_jupyterlab import CHROMIUM, FLAGS, free_port
+from test_dashboard_in_jupyterlab import CHROMIUM, FLAGS, serve_lab
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402  (after the skip above)
 
@@ -45,33 +43,11 @@ def lab(tmp_path):
                JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"))
     for name in ("TF_CPP_MIN_LOG_LEVEL", "PYTEST_CURRENT_TEST"):
         env.pop(name, None)
-    port = free_port()
-    log = open(tmp_path / "lab.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
-         "--ip=127.0.0.1", "--ServerApp.token=", "--ServerApp.password=", "--allow-root",
-         f"--ServerApp.root_dir={root}",
-         "--ServerApp.disable_check_xsrf=True"],  # lets the test shut kernels down by REST
-        stdout=log, stderr=subprocess.STDOUT, env=env,
+    yield from serve_lab(
+        root, tmp_path / "lab.log",
+        ["--ServerApp.disable_check_xsrf=True"],  # lets the test shut kernels down by REST
+        env,
     )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{url}/api/status", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("jupyter lab did not start:\n" + (tmp_path / "lab.log").read_text()[-2000:])
-        yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
 
 
 def open_lesson(page, url, name):
