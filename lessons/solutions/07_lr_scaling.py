@@ -1,4 +1,4 @@
-"""Solution to lesson 10's exercise: scaling the learning rate with the batch.
+"""Solution to lesson 07's exercise: scaling the learning rate with the batch.
 
 A learning rate tuned at ``base_batch`` samples per update is a starting point
 for another ``effective_batch``::

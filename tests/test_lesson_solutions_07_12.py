@@ -20,10 +20,10 @@ import gaviz
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
 
-timing = importlib.import_module("solutions.07_timing")
-replicas = importlib.import_module("solutions.08_replicas")
-callback = importlib.import_module("solutions.09_callback")
-lr_scaling = importlib.import_module("solutions.10_lr_scaling")
+timing = importlib.import_module("solutions.09_timing")
+replicas = importlib.import_module("solutions.10_replicas")
+callback = importlib.import_module("solutions.12_callback")
+lr_scaling = importlib.import_module("solutions.07_lr_scaling")
 
 
 # ------------------------------------------------------------------ 07: timing

@@ -1,4 +1,4 @@
-"""Solution to lesson 08's exercise: batch sizes under a distribution strategy.
+"""Solution to lesson 10's exercise: batch sizes under a distribution strategy.
 
 With ``replicas`` devices in sync, every device takes its own micro-batch, so
 the dataset must be batched with the global micro-batch size; an update then

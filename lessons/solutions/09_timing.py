@@ -1,4 +1,4 @@
-"""Solution to lesson 07's exercise: the median time of a training epoch.
+"""Solution to lesson 09's exercise: the median time of a training epoch.
 
 One untimed warm-up call absorbs the one-time costs (tracing the graph,
 building optimizer slots); the median of the timed calls ignores the odd slow

@@ -1,4 +1,4 @@
-"""Solution to lesson 09's exercise: an ``on_update`` callback that stops early.
+"""Solution to lesson 12's exercise: an ``on_update`` callback that stops early.
 
 ``AccumulationTrainer.fit`` calls ``on_update(update)`` after every applied
 update; setting ``trainer.stop_training = True`` ends ``fit`` once the current
