@@ -1,0 +1,34 @@
+"""The course's own code: the learner's loop, shared helpers, and the exercises' checkers.
+
+``import gaviz.course`` is for the lessons; ``import gaviz`` does not load it.
+
+- :mod:`gaviz.course.loop`: lesson 03's accumulation loop, written once, with
+  its pieces as arguments (lessons 04-06 swap one piece each), and helpers the
+  lessons share (``flat_weights``, ``max_difference``, ``update_sizes``).
+- :mod:`gaviz.course.exercise`: ``Exercise`` (``check``, ``hint``, ``solution``).
+- ``gaviz.course.lessonNN``: each lesson's exercises, e.g.
+  ``lesson04.reset.check(reset)``.
+"""
+
+from gaviz.course.exercise import Exercise, Incorrect, NotAttempted, Outcome
+from gaviz.course.loop import (Window, accumulation_epoch, apply_partial_window, divide_by_count,
+                               make_accumulators, max_difference, summed_loss, update_sizes,
+                               zero_accumulators)
+from gaviz.measure import flat_weights
+
+__all__ = [
+    "Exercise",
+    "Incorrect",
+    "NotAttempted",
+    "Outcome",
+    "Window",
+    "accumulation_epoch",
+    "apply_partial_window",
+    "divide_by_count",
+    "flat_weights",
+    "make_accumulators",
+    "max_difference",
+    "summed_loss",
+    "update_sizes",
+    "zero_accumulators",
+]

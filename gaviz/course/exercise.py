@@ -1,0 +1,137 @@
+"""Exercises for the lessons: check an answer, ask for a hint, find the solution.
+
+In the style of Kaggle Learn's ``learntools``: a lesson's exercise cell is one
+to three lines::
+
+    from gaviz.course import lesson04
+    lesson04.reset.check(reset)     # pass, the specific fault, or "not attempted yet"
+    lesson04.reset.hint()           # the next hint, without the answer
+    lesson04.reset.solution()       # where the solution is, for %load
+
+A checker is a plain function of the learner's answer. It returns the
+message shown on success, raises :class:`Incorrect` with the specific fault,
+or :class:`NotAttempted` when the answer is still the lesson's stub (a stub
+that raises ``NotImplementedError`` counts as not attempted too).
+"""
+
+from __future__ import annotations
+
+import html
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+
+class NotAttempted(Exception):
+    """The answer is still the stub the lesson gave."""
+
+
+class Incorrect(AssertionError):
+    """The answer runs but is wrong; the message names the fault."""
+
+
+#: Status -> (symbol, colour) for the rich output. None of them is an error
+#: output, so a lesson run with untouched stubs shows nothing red.
+_STYLE = {
+    "pass": ("✓ Correct", "#1a7f37"),
+    "fail": ("✗ Incorrect", "#cf222e"),
+    "not attempted": ("○ Not attempted yet", "#6e7781"),
+    "hint": ("💡 Hint", "#9a6700"),
+    "solution": ("📖 Solution", "#0969da"),
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one check, hint or solution request says; shown coloured in a notebook."""
+
+    exercise: str
+    status: str  # a key of _STYLE
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.status == "pass"
+
+    def __str__(self) -> str:
+        label, _ = _STYLE[self.status]
+        return f"{label} ({self.exercise}): {self.message}"
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        label, colour = _STYLE[self.status]
+        return (f'<div style="border-left: 4px solid {colour}; padding: 2px 10px">'
+                f'<span style="color: {colour}; font-weight: bold">{label}</span> '
+                f'<span style="color: #57606a">({html.escape(self.exercise)})</span><br>'
+                f'{html.escape(self.message)}</div>')
+
+
+def show(outcome: Outcome) -> None:
+    """Displays ``outcome`` richly in a notebook, as text elsewhere."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:  # plain Python without IPython
+        print(outcome)
+        return
+    if get_ipython() is None:
+        print(outcome)
+    else:
+        display(outcome)
+
+
+@dataclass
+class Exercise:
+    """One exercise of a lesson.
+
+    Args:
+        name: how the lesson calls it (``"04 reset"``).
+        checker: ``checker(*answer) -> str``; raises :class:`Incorrect` or
+            :class:`NotAttempted`.
+        hints: hints in order, none of which gives the answer away.
+        solution_file: the solution's path from ``lessons/``.
+    """
+
+    name: str
+    checker: Callable[..., str]
+    hints: Sequence[str]
+    solution_file: str
+    _hints_shown: int = field(default=0, repr=False)
+
+    def evaluate(self, *answer) -> Outcome:
+        """Runs the checker on ``answer`` and returns its outcome, without showing it."""
+        try:
+            message = self.checker(*answer)
+        except (NotAttempted, NotImplementedError) as stub:
+            return Outcome(self.name, "not attempted", str(stub) or "replace the stub with your code")
+        except Incorrect as fault:
+            return Outcome(self.name, "fail", str(fault))
+        except Exception as error:  # noqa: BLE001 - the learner's code raised: say what and where
+            where = traceback.extract_tb(error.__traceback__)[-1]
+            return Outcome(self.name, "fail", f"your code raised {type(error).__name__}: {error} "
+                           f"(line {where.lineno}: {where.line})")
+        return Outcome(self.name, "pass", message)
+
+    def check(self, *answer) -> None:
+        """Checks ``answer`` and shows pass, the specific fault, or "not attempted yet"."""
+        show(self.evaluate(*answer))
+
+    def hint(self) -> None:
+        """Shows the next hint (the last one again once all are shown)."""
+        number = min(self._hints_shown, len(self.hints) - 1)
+        self._hints_shown += 1
+        show(Outcome(self.name, "hint",
+                     f"{number + 1} of {len(self.hints)}: {self.hints[number]}"))
+
+    def solution(self) -> None:
+        """Shows where the solution is: ``%load`` it into a new cell."""
+        show(Outcome(self.name, "solution",
+                     f"run `%load solutions/{self.solution_file}` in a new cell, then run that "
+                     "cell and check again"))
+
+
+def attempted(value, stub=None) -> None:
+    """Raises :class:`NotAttempted` when ``value`` is what the lesson's stub returns."""
+    if value is stub:
+        raise NotAttempted("replace the stub with your code (it still returns "
+                           f"{stub!r})")
