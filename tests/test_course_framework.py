@@ -112,3 +112,31 @@ def test_the_loop_counts_a_weight_penalty_once_per_update():
     accumulation_epoch(model, keras.optimizers.SGD(0.1), keras.losses.MeanSquaredError(), zeros, 4)
     # No data gradient: one update of w <- w - 0.1 * (2 * 0.5 * w).
     np.testing.assert_allclose(model.get_weights()[0], before * 0.9, rtol=1e-6)
+
+
+def _lesson_exercises():
+    import importlib
+    import pkgutil
+
+    import gaviz.course
+
+    for info in pkgutil.iter_modules(gaviz.course.__path__):
+        if info.name.startswith("lesson"):
+            module = importlib.import_module(f"gaviz.course.{info.name}")
+            for name, value in vars(module).items():
+                if isinstance(value, Exercise):
+                    yield info.name[len("lesson"):], name, value
+
+
+def test_every_exercise_is_used_by_its_lesson_and_has_its_solution():
+    import pathlib
+
+    lessons = pathlib.Path(__file__).resolve().parents[1] / "lessons"
+    found = list(_lesson_exercises())
+    assert found, "no exercises in gaviz.course"
+    for number, name, exercise in found:
+        (notebook,) = lessons.glob(f"{number}_*.ipynb")
+        text = notebook.read_text()
+        assert f"lesson{number}.{name}.check(" in text, (notebook.name, name)
+        assert (lessons / "solutions" / exercise.solution_file).is_file(), exercise.solution_file
+        assert exercise.hints, f"lesson{number}.{name} has no hint"

@@ -2,6 +2,9 @@
 with nothing red, and is committed without outputs."""
 
 import json
+import pathlib
+import types
+import unittest.mock
 import re
 import subprocess
 import sys
@@ -12,7 +15,10 @@ import pytest
 from lesson_runner import LESSONS, PEAK_PROBE, lesson_paths, peak_mib, run_lesson
 
 MEMORY_LIMIT_MIB = 1536  # Binder gives 1-2 GB
-EXPECTED = [f"{n:02d}" for n in range(11)]
+EXPECTED = [f"{n:02d}" for n in range(13)]
+MARKDOWN_WORDS = 10_000  # the whole course (Kaggle Learn runs about 500 words a lesson)
+CODE_CELL_LINES = 30
+REPOSITORY = "gaviz/gaviz"
 
 
 def test_the_course_is_complete():
@@ -58,3 +64,54 @@ def test_solutions_are_loadable_files():
     mentioned = "".join(p.read_text() for p in lesson_paths())
     for solution in solutions:
         assert f"solutions/{solution.name}" in mentioned, f"{solution.name} is used by no lesson"
+
+
+def _cells(path, kind):
+    notebook = json.loads(path.read_text())
+    return ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == kind]
+
+
+def test_the_course_is_short():
+    words = {p.name: sum(len(m.split()) for m in _cells(p, "markdown")) for p in lesson_paths()}
+    assert sum(words.values()) <= MARKDOWN_WORDS, words
+
+
+@pytest.mark.parametrize("path", lesson_paths(), ids=lambda p: p.name)
+def test_code_cells_are_short(path):
+    lengths = [len(code.splitlines()) for code in _cells(path, "code")]
+    assert max(lengths) <= CODE_CELL_LINES, (path.name, lengths)
+
+
+@pytest.mark.parametrize("path", lesson_paths(), ids=lambda p: p.name)
+def test_badges_open_this_lesson_on_binder_and_colab(path):
+    title = _cells(path, "markdown")[0]
+    assert f"mybinder.org/v2/gh/{REPOSITORY}/HEAD?urlpath=lab/tree/lessons/{path.name}" in title
+    assert f"colab.research.google.com/github/{REPOSITORY}/blob/main/lessons/{path.name}" in title
+
+
+def _bootstrap(path):
+    first = _cells(path, "code")[0]
+    return first[:first.index("import gaviz")]
+
+
+def test_every_lesson_starts_with_the_same_colab_bootstrap():
+    bootstraps = {p.name: _bootstrap(p) for p in lesson_paths()}
+    assert len(set(bootstraps.values())) == 1, sorted(bootstraps)
+
+
+def test_the_bootstrap_does_nothing_outside_colab(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with unittest.mock.patch("subprocess.run") as run:
+        exec(_bootstrap(lesson_paths()[0]), {})
+    assert run.call_count == 0 and pathlib.Path.cwd() == tmp_path
+
+
+def test_on_colab_the_bootstrap_fetches_the_course_and_installs_gaviz(monkeypatch):
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    with unittest.mock.patch("subprocess.run") as run, unittest.mock.patch("os.chdir") as chdir, \
+            unittest.mock.patch("os.path.isdir", return_value=False):
+        exec(_bootstrap(lesson_paths()[0]), {})
+    clone, install = (call.args[0] for call in run.call_args_list)
+    assert clone[:2] == ["git", "clone"] and f"https://github.com/{REPOSITORY}" in clone
+    assert install[1:4] == ["-m", "pip", "install"] and install[-1] == clone[-1]
+    chdir.assert_called_once_with(f"{clone[-1]}/lessons")
