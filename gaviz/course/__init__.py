@@ -12,7 +12,8 @@
 
 from gaviz.course.exercise import Exercise, Incorrect, NotAttempted, Outcome
 from gaviz.course.loop import (Window, accumulation_epoch, apply_partial_window, divide_by_count,
-                               make_accumulators, max_difference, summed_loss, update_sizes,
+                               make_accumulators, max_difference, penalty_gradients, summed_loss,
+                               update_sizes,
                                zero_accumulators)
 from gaviz.measure import flat_weights
 
@@ -28,6 +29,7 @@ __all__ = [
     "flat_weights",
     "make_accumulators",
     "max_difference",
+    "penalty_gradients",
     "summed_loss",
     "update_sizes",
     "zero_accumulators",

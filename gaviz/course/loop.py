@@ -97,7 +97,7 @@ def accumulation_epoch(model, optimizer, loss, micro_batches, accumulation_steps
     def update():
         nonlocal updates
         gradients = finish_window(window.accumulators, window.sample_count)
-        penalty = _penalty_gradients(model)  # the weight penalty counts once per update
+        penalty = penalty_gradients(model)  # the weight penalty counts once per update
         optimizer.apply_gradients(zip([g + p for g, p in zip(gradients, penalty)], variables))
         reset(window.accumulators)
         window.sample_count, window.micro_steps = 0.0, 0
@@ -119,7 +119,7 @@ def accumulation_epoch(model, optimizer, loss, micro_batches, accumulation_steps
     return updates
 
 
-def _penalty_gradients(model) -> list:
+def penalty_gradients(model) -> list:
     """Gradients of ``model.losses`` (weight penalties); zeros when there are none."""
     variables = model.trainable_variables
     if not model.losses:
