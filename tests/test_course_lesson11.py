@@ -1,0 +1,108 @@
+"""What lesson 11 (caveats) says about Keras's built-in `gradient_accumulation_steps` and
+about frozen batch normalization, checked against independent computations, so that
+the lesson's sentences fail a test when a Keras release changes them. (The lesson has
+no exercise; diagnose's verdict on the built-in is tests/test_diagnose.py's.)"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import gaviz
+from gaviz.course import accumulation_epoch, flat_weights
+
+K, B, LR = 3, 4, 0.1
+
+
+def token_window():
+    """One window of padded sequences sorted by length: micro-batches with 5, 20, 38 tokens."""
+    x, y, mask = gaviz.demo.make_token_data(sequences=K * B, seed=0)
+    order = np.argsort(mask.sum(axis=1), kind="stable")
+    return x[order], y[order], mask[order]
+
+
+def token_model(x, masking):
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input(x.shape[1:]), *([keras.layers.Masking(0.0)] if masking else []),
+                             keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(5)])
+
+
+def fit_step(x, y, masking, batch_size, steps=None, sample_weight=None):
+    model = token_model(x, masking)
+    model.compile(keras.optimizers.SGD(LR, gradient_accumulation_steps=steps),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    before = flat_weights(model)
+    model.fit(x, y, sample_weight=sample_weight, batch_size=batch_size, epochs=1, shuffle=False,
+              verbose=0)
+    return flat_weights(model) - before
+
+
+def mean_of_token_means_step(x, y, mask):
+    """By hand: SGD on the mean over micro-batches of each one's loss over its own real tokens."""
+    model = token_model(x, masking=False)
+    per_token = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    with tf.GradientTape() as tape:
+        means = [tf.reduce_sum(per_token(y[i:i + B], model(x[i:i + B])) * mask[i:i + B])
+                 / mask[i:i + B].sum() for i in range(0, K * B, B)]
+        objective = tf.add_n(means) / K
+    return -LR * np.concatenate([g.numpy().ravel()
+                                 for g in tape.gradient(objective, model.trainable_variables)])
+
+
+def relative(a, b):
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def test_with_a_mask_on_the_output_the_builtin_averages_per_token_means():
+    x, y, mask = token_window()
+    assert list(mask.reshape(K, -1).sum(axis=1)) == [5, 20, 38]
+    builtin = fit_step(x, y, masking=True, batch_size=B, steps=K)
+    assert relative(builtin, mean_of_token_means_step(x, y, mask)) < 1e-5
+    assert relative(builtin, fit_step(x, y, masking=True, batch_size=K * B)) > 0.1  # the lesson: 40%
+
+
+def test_with_a_padding_sample_weight_the_builtin_matches_the_big_batch_over_positions():
+    x, y, mask = token_window()
+    builtin = fit_step(x, y, masking=False, batch_size=B, steps=K, sample_weight=mask)
+    big = fit_step(x, y, masking=False, batch_size=K * B, sample_weight=mask)
+    assert relative(builtin, big) < 1e-5
+    # ... and that loss divides by positions, padding included, not by real tokens:
+    assert relative(big, mean_of_token_means_step(x, y, mask)) > 0.1
+    over_tokens = fit_step(x, y, masking=True, batch_size=K * B)  # the big batch's real-token mean
+    assert relative(big, over_tokens) > 0.1
+
+
+def test_the_builtin_schedule_boundary_that_matches_is_boundary_plus_one_times_k_minus_one():
+    k, micro, boundary, updates = 4, 16, 3, 8
+    x, y = gaviz.demo.make_data(updates * k * micro, seed=0)
+
+    def schedule(b):
+        return keras.optimizers.schedules.PiecewiseConstantDecay([b], [0.1, 0.01])
+
+    reference = gaviz.demo.make_model(seed=0)
+    reference.compile(keras.optimizers.SGD(schedule(boundary)), "mse")
+    reference.fit(x, y, batch_size=k * micro, epochs=1, shuffle=False, verbose=0)
+    gaps = {}
+    for b in (boundary, boundary * k, (boundary + 1) * k - 1):
+        model = gaviz.demo.make_model(seed=0)
+        model.compile(keras.optimizers.SGD(schedule(b), gradient_accumulation_steps=k), "mse")
+        model.fit(x, y, batch_size=micro, epochs=1, shuffle=False, verbose=0)
+        gaps[b] = float(np.max(np.abs(flat_weights(model) - flat_weights(reference))))
+    assert gaps[(boundary + 1) * k - 1] < 1e-6
+    assert gaps[boundary] > 1e-2 and gaps[boundary * k] > 1e-2
+
+
+def test_a_frozen_batch_normalization_accumulates_exactly_and_a_trained_one_does_not():
+    x, y = gaviz.demo.make_data(64, seed=0)
+
+    def step(trainable, micro):
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((gaviz.demo.FEATURES,)), keras.layers.Dense(32),
+                                  keras.layers.BatchNormalization(trainable=trainable),
+                                  keras.layers.Activation("tanh"), keras.layers.Dense(1)])
+        before = flat_weights(model)
+        accumulation_epoch(model, keras.optimizers.SGD(LR), keras.losses.MeanSquaredError(),
+                           tf.data.Dataset.from_tensor_slices((x, y)).batch(micro), 64 // micro)
+        return flat_weights(model) - before
+
+    assert relative(step(False, 16), step(False, 64)) < 1e-5
+    assert relative(step(True, 16), step(True, 64)) > 0.05

@@ -1,0 +1,122 @@
+"""Lesson 12's exercise check: passes the solution, says "not attempted" for the stub, and
+names the fault of each realistic broken callback."""
+
+import importlib
+import pathlib
+import sys
+
+from gaviz.course import lesson12
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+
+solution = importlib.import_module("solutions.12_callback")
+
+
+def stub(trainer, threshold):
+    # your code here
+    return None
+
+
+def at_or_below(trainer, threshold):
+    records = []
+
+    def on_update(update):
+        records.append((update.update, update.loss))
+        if update.loss <= threshold:  # the fault: 0.5 is not below 0.5
+            trainer.stop_training = True
+
+    on_update.records = records
+    return on_update
+
+
+def without_records(trainer, threshold):
+    def on_update(update):
+        if update.loss < threshold:
+            trainer.stop_training = True
+
+    return on_update
+
+
+def losses_only(trainer, threshold):
+    records = []
+
+    def on_update(update):
+        records.append(update.loss)  # the fault: no update numbers
+        if update.loss < threshold:
+            trainer.stop_training = True
+
+    on_update.records = records
+    return on_update
+
+
+SHARED = []
+
+
+def shared_list(trainer, threshold):
+    def on_update(update):
+        SHARED.append((update.update, update.loss))  # the fault: one list for every call
+        if update.loss < threshold:
+            trainer.stop_training = True
+
+    on_update.records = SHARED
+    return on_update
+
+
+def never_stops(trainer, threshold):
+    records = []
+
+    def on_update(update):
+        records.append((update.update, update.loss))
+        if update.loss < threshold:
+            return True  # the fault: returning does not stop fit
+
+    on_update.records = records
+    return on_update
+
+
+def test_the_solution_passes():
+    outcome = lesson12.early_stop.evaluate(solution.make_early_stop)
+    assert outcome.status == "pass", outcome.message
+    assert "the first with a loss below" in outcome.message
+
+
+def test_the_stub_is_not_attempted():
+    assert lesson12.early_stop.evaluate(stub).status == "not attempted"
+
+
+def test_stopping_at_the_threshold_is_named():
+    outcome = lesson12.early_stop.evaluate(at_or_below)
+    assert outcome.status == "fail"
+    assert "stopped the trainer after update 3, whose loss 0.5 is not below" in outcome.message
+    assert "compare with <" in outcome.message
+
+
+def test_a_callback_without_records_is_named():
+    outcome = lesson12.early_stop.evaluate(without_records)
+    assert outcome.status == "fail" and "no `records` attribute" in outcome.message
+
+
+def test_records_without_update_numbers_are_named():
+    outcome = lesson12.early_stop.evaluate(losses_only)
+    assert outcome.status == "fail"
+    assert "records should be [(1, 2.0), (2, 0.9), (3, 0.5), (4, 0.49)]" in outcome.message
+    assert "they are [2.0, 0.9, 0.5, 0.49]" in outcome.message
+
+
+def test_a_list_shared_between_calls_is_named():
+    SHARED.clear()
+    outcome = lesson12.early_stop.evaluate(shared_list)
+    assert outcome.status == "fail"
+    assert "make a new list in each make_early_stop call" in outcome.message
+
+
+def test_a_callback_that_never_stops_is_named():
+    outcome = lesson12.early_stop.evaluate(never_stops)
+    assert outcome.status == "fail"
+    assert "trainer.stop_training is still False" in outcome.message
+
+
+def test_hints_do_not_give_the_answer_away():
+    hints = " ".join(lesson12.early_stop.hints)
+    assert "records.append((update.update, update.loss))" not in hints
+    assert lesson12.early_stop.solution_file == "12_callback.py"
