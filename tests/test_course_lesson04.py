@@ -1,0 +1,48 @@
+"""Lesson 04's checkers pass the solutions and name the usual mistakes."""
+
+import importlib
+import pathlib
+import sys
+
+import tensorflow as tf
+
+from gaviz.course import lesson04
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+solution = importlib.import_module("solutions.04_reset")
+
+
+def test_the_solutions_pass():
+    assert lesson04.reset.evaluate(solution.reset).status == "pass"
+    assert lesson04.update_norms_grow.evaluate(solution.update_norms_grow).status == "pass"
+
+
+def test_the_stubs_are_not_attempted():
+    assert lesson04.reset.evaluate(lambda accumulators: None).status == "not attempted"
+    assert lesson04.update_norms_grow.evaluate(lambda norms, factor=2.0: None).status == \
+        "not attempted"
+
+
+def test_a_reset_that_replaces_the_entries_is_a_fault():
+    def reset(accumulators):
+        for i, a in enumerate(accumulators):
+            accumulators[i] = tf.Variable(tf.zeros_like(a))
+
+    outcome = lesson04.reset.evaluate(reset)
+    assert outcome.status == "fail" and "in place" in outcome.message
+
+
+def test_a_reset_of_the_first_accumulator_only_is_a_fault():
+    def reset(accumulators):
+        accumulators[0].assign(tf.zeros_like(accumulators[0]))
+
+    outcome = lesson04.reset.evaluate(reset)
+    assert outcome.status == "fail" and "2 of 3 accumulators are not zero" in outcome.message
+
+
+def test_rising_without_the_factor_is_a_fault():
+    def update_norms_grow(norms, factor=2.0):
+        return all(b > a for a, b in zip(norms, norms[1:]))
+
+    outcome = lesson04.update_norms_grow.evaluate(update_norms_grow)
+    assert outcome.status == "fail" and "under 2x the first" in outcome.message
