@@ -1,0 +1,76 @@
+"""Lesson 06's exercises: repair the loop's end of epoch, and predict each update's size."""
+
+import keras
+
+import gaviz
+from gaviz.course.exercise import Exercise, Incorrect, NotAttempted, attempted
+from gaviz.course.loop import Window, accumulation_epoch
+
+_DOES_NOTHING = (lambda *arguments: None).__code__.co_code
+
+
+def _calls(end_of_epoch, micro_steps) -> int:
+    calls = []
+    end_of_epoch(Window(accumulators=[], sample_count=float(micro_steps), micro_steps=micro_steps),
+                 lambda: calls.append(1))
+    return len(calls)
+
+
+def _check_end_of_epoch(end_of_epoch) -> str:
+    if end_of_epoch.__code__.co_code == _DOES_NOTHING:
+        raise NotAttempted("end_of_epoch does nothing yet, so the partial window is still dropped")
+    if _calls(end_of_epoch, 5) != 1:
+        raise Incorrect(f"with 5 micro-batches waiting, update() should be called once; it was "
+                        f"called {_calls(end_of_epoch, 5)} times")
+    if _calls(end_of_epoch, 0) != 0:
+        raise Incorrect("with an empty window (micro_steps 0) nothing should be applied: its "
+                        "sample count is 0, and 0 / 0 is NaN")
+
+    def your_loop(*arguments):  # lesson 03's loop with your end of epoch
+        return accumulation_epoch(*arguments, end_of_epoch=end_of_epoch)
+
+    diagnosis = gaviz.diagnose(your_loop)
+    if not diagnosis.exact:
+        raise Incorrect("gaviz.diagnose finds: " + diagnosis.summary())
+    return "the partial window is applied, an empty one is not, and diagnose finds your loop exact"
+
+
+#: (arguments, expected): hand-worked cases, one per policy and edge.
+_WINDOW_CASES = [
+    ((100, 10, 3, "flush"), [30, 30, 30, 10]),
+    ((100, 10, 3, "drop"), [30, 30, 30]),
+    ((100, 10, 3, "carry", 2), [30] * 6),  # 2 micro-batches left pending at the end
+    ((1000, 32, 8, "drop"), [256, 256, 256, 232]),  # 32 micro-batches: no partial window
+    ((900, 32, 8, "carry", 2), [256, 256, 256, 228, 256, 256, 256]),
+]
+
+
+def _check_window_sizes(window_sizes) -> str:
+    attempted(window_sizes(100, 10, 3, "flush"))
+    for arguments, expected in _WINDOW_CASES:
+        got = window_sizes(*arguments)
+        if list(got) != expected:
+            raise Incorrect(f"window_sizes{arguments} should be {expected}, got {got}")
+    x, y = gaviz.demo.make_data(900, seed=0)
+    for tail in ("flush", "drop", "carry"):
+        trainer = gaviz.AccumulationTrainer(gaviz.demo.make_model(seed=0),
+                                            keras.optimizers.SGD(0.05), "mse", 8, tail=tail)
+        history = trainer.fit(gaviz.demo.make_dataset(x, y, 32), epochs=2, verbose=0)
+        if list(window_sizes(900, 32, 8, tail, 2)) != history.effective_batch_size:
+            raise Incorrect(f"tail={tail!r}: the trainer's updates were "
+                            f"{history.effective_batch_size}")
+    return "every policy matches the hand-worked cases and the trainer's own histories"
+
+
+end_of_epoch = Exercise(
+    "06 end_of_epoch", _check_end_of_epoch,
+    hints=["`window.micro_steps` says how many micro-batches the window holds.",
+           "Call `update()` only when that is not zero: it divides by the window's sample count."],
+    solution_file="06_tail.py")
+
+window_sizes = Exercise(
+    "06 window_sizes", _check_window_sizes,
+    hints=["First list one epoch's micro-batch sizes: full ones, then the remainder if any.",
+           "flush and drop cut each epoch on its own; carry joins all epochs' micro-batches into "
+           "one list before cutting it into windows of k, then keeps only the full ones."],
+    solution_file="06_tail.py")

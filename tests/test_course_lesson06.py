@@ -1,0 +1,54 @@
+"""Lesson 06's checkers pass the solutions and name the usual mistakes."""
+
+import importlib
+import pathlib
+import sys
+
+from gaviz.course import lesson06
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+solution = importlib.import_module("solutions.06_tail")
+
+
+def test_the_solutions_pass():
+    outcome = lesson06.end_of_epoch.evaluate(solution.end_of_epoch)
+    assert outcome.status == "pass", outcome.message
+    assert lesson06.window_sizes.evaluate(solution.window_sizes).status == "pass"
+
+
+def test_the_stubs_are_not_attempted():
+    def end_of_epoch(window, update):
+        ...  # your code here
+
+    def window_sizes(num_samples, micro_batch_size, accumulation_steps, tail, epochs=1):
+        return None
+
+    assert lesson06.end_of_epoch.evaluate(end_of_epoch).status == "not attempted"
+    assert lesson06.window_sizes.evaluate(window_sizes).status == "not attempted"
+
+
+def test_applying_an_empty_window_is_a_fault():
+    outcome = lesson06.end_of_epoch.evaluate(lambda window, update: update())
+    assert outcome.status == "fail" and "0 / 0 is NaN" in outcome.message
+
+
+def test_applying_twice_is_a_fault():
+    def end_of_epoch(window, update):
+        if window.micro_steps:
+            update()
+            update()
+
+    outcome = lesson06.end_of_epoch.evaluate(end_of_epoch)
+    assert outcome.status == "fail" and "called 2 times" in outcome.message
+
+
+def test_carry_without_joining_epochs_is_a_fault():
+    def window_sizes(num_samples, micro_batch_size, accumulation_steps, tail, epochs=1):
+        if tail == "carry":
+            tail = "drop"
+        return solution.window_sizes(num_samples, micro_batch_size, accumulation_steps, tail,
+                                     epochs)
+
+    outcome = lesson06.window_sizes.evaluate(window_sizes)
+    assert outcome.status == "fail"
+    assert "(900, 32, 8, 'carry', 2) should be [256, 256, 256, 228, 256, 256, 256]" in outcome.message
