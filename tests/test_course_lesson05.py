@@ -1,0 +1,65 @@
+"""Lesson 05's checkers pass the solutions and name the usual mistakes."""
+
+import importlib
+import pathlib
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from gaviz.course import lesson05
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+solution = importlib.import_module("solutions.05_normalization")
+
+
+def test_the_solutions_pass():
+    outcome = lesson05.micro_loss.evaluate(solution.micro_loss)
+    assert outcome.status == "pass", outcome.message
+    assert lesson05.window_loss.evaluate(solution.window_loss).status == "pass"
+
+
+def test_the_stubs_are_not_attempted():
+    def micro_loss(loss, y, y_pred):
+        ...  # your code here
+
+    assert lesson05.micro_loss.evaluate(micro_loss).status == "not attempted"
+    assert lesson05.window_loss.evaluate(lambda losses, weights: None).status == "not attempted"
+
+
+def test_the_mean_counted_once_is_the_mean_of_means():
+    outcome = lesson05.micro_loss.evaluate(lambda loss, y, y_pred: (loss(y, y_pred), 1.0))
+    assert outcome.status == "fail" and "mean_of_means" in outcome.message
+
+
+def test_the_sum_counted_once_is_never_normalized():
+    def micro_loss(loss, y, y_pred):
+        return tf.reduce_sum(loss.call(y, y_pred)), 1.0
+
+    outcome = lesson05.micro_loss.evaluate(micro_loss)
+    assert outcome.status == "fail" and "gaviz.diagnose finds" in outcome.message
+
+
+def test_the_mean_of_means_window_loss_is_a_fault():
+    def window_loss(losses, weights):
+        return float(np.mean([np.sum(l * w) / np.sum(w) for l, w in zip(losses, weights)]))
+
+    outcome = lesson05.window_loss.evaluate(window_loss)
+    assert outcome.status == "fail" and "mean of the micro-batches' means" in outcome.message
+
+
+def test_counting_padding_is_a_fault():
+    def window_loss(losses, weights):
+        return float(sum(np.sum(l * w) for l, w in zip(losses, weights)) /
+                     sum(np.size(w) for w in weights))
+
+    outcome = lesson05.window_loss.evaluate(window_loss)
+    assert outcome.status == "fail" and "padding (weight 0) must not count" in outcome.message
+
+
+def test_a_piece_that_breaks_the_gradient_names_its_error():
+    def micro_loss(loss, y, y_pred):
+        return np.sum(loss.call(y, y_pred)), float(len(y))  # NumPy: no gradient
+
+    outcome = lesson05.micro_loss.evaluate(micro_loss)
+    assert outcome.status == "fail" and outcome.message.startswith("your loop raised")
