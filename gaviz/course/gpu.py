@@ -1,0 +1,58 @@
+"""Lesson 10's GPU section: which device, how much memory, and batch sizes derived from it.
+
+Everything here also runs on a machine without a GPU, where the lesson uses a
+labelled CPU stand-in: a pretend device memory, and TensorFlow's CPU allocator
+statistics (``get_memory_info("CPU:0")``) instead of the GPU's.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import Callable, NamedTuple
+
+import tensorflow as tf
+
+from gaviz.memory import measure_peak_memory
+
+
+def accelerator() -> str:
+    """``"GPU:0"`` when TensorFlow sees a GPU, else ``"CPU:0"``."""
+    return "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
+
+
+def device_memory_bytes(device: str) -> int | None:
+    """A GPU's total memory from ``nvidia-smi`` (TensorFlow reports only what it uses);
+    None for the CPU, or when ``nvidia-smi`` is missing."""
+    if not device.upper().startswith("GPU") or shutil.which("nvidia-smi") is None:
+        return None
+    index = device.split(":")[-1]
+    out = subprocess.run(["nvidia-smi", f"--id={index}", "--query-gpu=memory.total",
+                          "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                         check=True).stdout
+    return int(float(out.strip().splitlines()[0]) * 2**20)
+
+
+def bytes_per_sample(step: Callable[[int], object], device: str, sizes=(256, 1024)) -> float:
+    """Peak memory a training step needs per extra sample: ``step(batch_size)`` measured at
+    two batch sizes on ``device``; the slope leaves out what does not grow with the batch."""
+    small, large = (measure_peak_memory(step, size, device=device)[1].growth_bytes
+                    for size in sizes)
+    return max(1.0, (large - small) / (sizes[1] - sizes[0]))
+
+
+class Plan(NamedTuple):
+    """A big batch that does not fit, and the accumulation that does the same update."""
+
+    big_batch: int  # needs about twice the device's memory
+    micro_batch_size: int
+    accumulation_steps: int
+    need_bytes: float  # what the big batch's step would need
+
+
+def plan_for(memory_bytes: int, per_sample: float, accumulation_steps: int) -> Plan:
+    """Sizes derived from a device's memory: a big batch needing twice of it, and micro-batches
+    of ``big_batch / accumulation_steps`` that each need a fraction."""
+    micro = max(1, int(2 * memory_bytes / per_sample) // accumulation_steps)
+    big = micro * accumulation_steps
+    return Plan(big, micro, accumulation_steps, big * per_sample)

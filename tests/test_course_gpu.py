@@ -1,0 +1,35 @@
+"""gaviz.course.gpu on this CPU-only machine: the stand-in path of lesson 10's GPU section."""
+
+import keras
+import pytest
+import tensorflow as tf
+
+from gaviz.course import gpu
+
+
+def test_without_a_gpu_the_device_is_the_cpu_and_its_memory_unknown():
+    assert gpu.accelerator() == "CPU:0"
+    assert gpu.device_memory_bytes("CPU:0") is None
+
+
+def test_bytes_per_sample_grows_with_the_width():
+    def step_of(width):
+        def step(batch_size):
+            model = keras.Sequential([keras.Input((width,)), keras.layers.Dense(width),
+                                      keras.layers.Dense(1)])
+            model.compile(keras.optimizers.SGD(0.01), "mse")
+            model.train_on_batch(tf.random.normal((batch_size, width)), tf.zeros((batch_size, 1)))
+        return step
+
+    narrow, wide = (gpu.bytes_per_sample(step_of(w), "CPU:0") for w in (64, 512))
+    # Each sample holds its input and activations (4 bytes a number): at least width x 4 bytes.
+    assert narrow >= 64 * 4 and wide >= 512 * 4
+    assert wide > 4 * narrow
+
+
+@pytest.mark.parametrize("memory, per_sample, k", [(2**30, 2**20, 8), (64 * 2**20, 16_000, 16)])
+def test_the_plan_needs_twice_the_memory_in_micro_batches_that_fit(memory, per_sample, k):
+    plan = gpu.plan_for(memory, per_sample, k)
+    assert plan.big_batch == plan.micro_batch_size * k
+    assert 1.9 * memory <= plan.need_bytes <= 2 * memory
+    assert plan.micro_batch_size * per_sample <= 2 * memory / k  # fits where the big one does not
