@@ -1,8 +1,11 @@
-"""Lesson 01's checker passes the solution and names the usual mistakes."""
+"""Lesson 01's checkers pass the solution, call the stub not attempted, and name
+the fault of realistic wrong answers."""
 
 import importlib
 import pathlib
 import sys
+
+import pytest
 
 from gaviz.course import lesson01
 
@@ -10,23 +13,55 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
 solution = importlib.import_module("solutions.01_batch_sizes")
 
 
+def stub(*args):
+    ...  # your code here
+
+
 def test_the_solution_passes():
-    outcome = lesson01.batch_sizes.evaluate(solution.effective_batch_size,
-                                            solution.micro_batch_size_for)
-    assert outcome.status == "pass", outcome.message
+    assert lesson01.effective_batch_size.evaluate(solution.effective_batch_size).status == "pass"
+    assert lesson01.micro_batch_size_for.evaluate(solution.micro_batch_size_for).status == "pass"
 
 
-def test_the_stubs_are_not_attempted():
-    outcome = lesson01.batch_sizes.evaluate(lambda m, k, r=1: None, lambda e, k, r=1: None)
-    assert outcome.status == "not attempted"
+def test_the_stub_is_not_attempted():
+    assert lesson01.effective_batch_size.evaluate(stub).status == "not attempted"
+    assert lesson01.micro_batch_size_for.evaluate(stub).status == "not attempted"
 
 
-def test_replicas_forgotten_is_a_fault():
-    outcome = lesson01.batch_sizes.evaluate(lambda m, k, r=1: m * k, solution.micro_batch_size_for)
-    assert outcome.status == "fail" and "effective_batch_size(16, 4, 2) gave 64" in outcome.message
+def fails_with(exercise, answer, *expected):
+    outcome = exercise.evaluate(answer)
+    assert outcome.status == "fail", outcome
+    for text in expected:
+        assert text in outcome.message, outcome.message
 
 
-def test_floor_division_without_the_check_is_a_fault():
-    outcome = lesson01.batch_sizes.evaluate(solution.effective_batch_size,
-                                            lambda e, k, r=1: e // (k * r))
-    assert outcome.status == "fail" and "(250, 4, 1) should raise ValueError" in outcome.message
+def test_forgetting_the_replicas_is_named():
+    fails_with(lesson01.effective_batch_size, lambda micro, k, replicas=1: micro * k,
+               "effective_batch_size(16, 4, 2) gave 64, expected 128", "multiply by `replicas`")
+    fails_with(lesson01.micro_batch_size_for, lambda effective, k, replicas=1: effective // k,
+               "micro_batch_size_for(128, 4, 2) gave 32, expected 16", "divide by `replicas`")
+
+
+def test_no_default_replica_count_is_named():
+    def no_default(micro, k, replicas):
+        return micro * k * replicas
+
+    fails_with(lesson01.effective_batch_size, no_default, "TypeError")
+
+
+def test_a_float_batch_size_is_named():
+    fails_with(lesson01.micro_batch_size_for, lambda e, k, replicas=1: e / (k * replicas),
+               "gave 32.0, a float", "`//`")
+
+
+def test_an_indivisible_effective_batch_must_raise():
+    fails_with(lesson01.micro_batch_size_for, lambda e, k, replicas=1: e // (k * replicas),
+               "micro_batch_size_for(250, 4, 1) returned 62", "should raise ValueError")
+
+
+@pytest.mark.parametrize("exercise", [lesson01.effective_batch_size, lesson01.micro_batch_size_for])
+def test_hints_do_not_give_the_answer_away(exercise, capsys):
+    exercise.hint()
+    exercise.solution()
+    shown = capsys.readouterr().out
+    assert "1 of" in shown and "%load solutions/01_batch_sizes.py" in shown
+    assert "*" not in shown.split("Solution")[0]  # no formula in the first hint

@@ -1,4 +1,5 @@
-"""Lesson 02's checker passes the solution and names the usual mistakes."""
+"""Lesson 02's checker passes the solution, calls the stub not attempted, and
+names the fault of realistic wrong training steps."""
 
 import importlib
 import pathlib
@@ -12,35 +13,58 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
 solution = importlib.import_module("solutions.02_train_step")
 
 
+def stub(model, optimizer, loss_fn):
+    ...  # your code here
+
+
+def fails_with(answer, *expected):
+    outcome = lesson02.train_step.evaluate(answer)
+    assert outcome.status == "fail", outcome
+    for text in expected:
+        assert text in outcome.message, outcome.message
+
+
 def test_the_solution_passes():
     outcome = lesson02.train_step.evaluate(solution.make_train_step)
-    assert outcome.status == "pass", outcome.message
+    assert outcome.status == "pass", outcome
 
 
 def test_the_stub_is_not_attempted():
-    assert lesson02.train_step.evaluate(lambda m, o, l: None).status == "not attempted"
+    assert lesson02.train_step.evaluate(stub).status == "not attempted"
 
 
-def test_an_eager_step_is_a_fault():
+def make_step(objective=lambda loss_fn, y, p: loss_fn(y, p), apply=True, compile=True,
+              after=False):
+    """The solution with one change."""
     def make_train_step(model, optimizer, loss_fn):
-        def step(x, y):
+        def train_step(x, y):
             with tf.GradientTape() as tape:
-                loss = loss_fn(y, model(x, training=True))
-            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
-                                          model.trainable_variables))
-            return loss
-        return step
+                loss = objective(loss_fn, y, model(x, training=True))
+            gradients = tape.gradient(loss, model.trainable_variables)
+            if apply:
+                optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+            return loss_fn(y, model(x)) if after else loss
+        return tf.function(train_step) if compile else train_step
+    return make_train_step
 
-    outcome = lesson02.train_step.evaluate(make_train_step)
-    assert outcome.status == "fail" and "not a tf.function" in outcome.message
+
+def test_a_plain_python_step_is_named():
+    fails_with(make_step(compile=False), "plain Python function", "tf.function")
 
 
-def test_a_step_that_forgets_to_apply_is_a_fault():
-    def make_train_step(model, optimizer, loss_fn):
-        @tf.function
-        def step(x, y):
-            return loss_fn(y, model(x, training=True))
-        return step
+def test_a_step_that_does_not_apply_is_named():
+    fails_with(make_step(apply=False), "the weights did not change", "apply_gradients")
 
-    outcome = lesson02.train_step.evaluate(make_train_step)
-    assert outcome.status == "fail" and "did not move by the mean-loss gradient" in outcome.message
+
+def test_the_summed_loss_gradient_is_named():
+    summed = make_step(objective=lambda loss_fn, y, p: tf.reduce_sum(loss_fn.call(y, p)))
+    fails_with(summed, "8 times too large", "summed loss")
+
+
+def test_returning_the_loss_after_the_update_is_named():
+    fails_with(make_step(after=True), "the loss after the update")
+
+
+def test_the_hints_come_without_the_solution(capsys):
+    lesson02.train_step.hint()
+    assert "1 of 3" in capsys.readouterr().out

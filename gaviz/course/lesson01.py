@@ -1,38 +1,82 @@
-"""Lesson 01's exercise: batch-size arithmetic."""
+"""Lesson 01's exercises: the arithmetic of batch sizes.
 
-from gaviz.course.exercise import Exercise, Incorrect, NotAttempted
+::
 
-_CASES = [(32, 1, 1), (32, 8, 1), (16, 4, 2), (8, 4, 8), (3, 5, 7)]
+    from gaviz.course import lesson01
+    lesson01.effective_batch_size.check(effective_batch_size)
+    lesson01.micro_batch_size_for.check(micro_batch_size_for)
+"""
+
+from __future__ import annotations
+
+from gaviz.course.exercise import Exercise, Incorrect, attempted
+
+#: (micro_batch_size, accumulation_steps, replicas) the checks try.
+_SETTINGS = [(32, 1, 1), (32, 8, 1), (16, 4, 2), (8, 4, 8), (3, 5, 7)]
+#: (effective_batch_size, accumulation_steps, replicas) with no micro-batch size.
 _INDIVISIBLE = [(250, 4, 1), (256, 3, 1), (256, 8, 3)]
 
 
-def _check_batch_sizes(effective_batch_size, micro_batch_size_for) -> str:
-    if effective_batch_size(32, 8) is None and micro_batch_size_for(256, 8) is None:
-        raise NotAttempted("both functions still return None")
-    for micro, k, replicas in _CASES:
+def _call(name, function, *args):
+    """``("name(a, b, c)", function(a, b, c))``: the call as the message shows it, and its result."""
+    return f"{name}({', '.join(map(str, args))})", function(*args)
+
+
+def _check_effective_batch_size(effective_batch_size) -> str:
+    attempted(effective_batch_size(32, 8, 1))
+    for micro, k, replicas in _SETTINGS:
         expected = micro * k * replicas
-        got = effective_batch_size(micro, k, replicas)
+        call, got = _call("effective_batch_size", effective_batch_size, micro, k, replicas)
+        if got == micro * k and replicas > 1:
+            raise Incorrect(f"{call} gave {got}, expected {expected}: each of the {replicas} "
+                            "replicas runs its own micro-batches, so multiply by `replicas` too")
         if got != expected:
-            raise Incorrect(f"effective_batch_size({micro}, {k}, {replicas}) gave {got}, "
-                            f"expected {expected}: micro-batch x accumulation steps x replicas")
-        got = micro_batch_size_for(expected, k, replicas)
-        if got != micro:
-            raise Incorrect(f"micro_batch_size_for({expected}, {k}, {replicas}) gave {got}, "
-                            f"expected {micro}")
+            raise Incorrect(f"{call} gave {got!r}, expected {expected}: one update sees "
+                            "micro_batch_size samples in each of accumulation_steps micro-steps, "
+                            "on each replica")
     if effective_batch_size(32, 4) != 128:
-        raise Incorrect("replicas should default to 1: effective_batch_size(32, 4) is 128")
-    for bad in _INDIVISIBLE:
+        raise Incorrect(f"effective_batch_size(32, 4) gave {effective_batch_size(32, 4)!r}, "
+                        "expected 128: `replicas` should default to 1")
+    return "one update sees micro_batch_size × accumulation_steps × replicas samples"
+
+
+def _check_micro_batch_size_for(micro_batch_size_for) -> str:
+    attempted(micro_batch_size_for(256, 8, 1))
+    for micro, k, replicas in _SETTINGS:
+        effective = micro * k * replicas
+        call, got = _call("micro_batch_size_for", micro_batch_size_for, effective, k, replicas)
+        if isinstance(got, float) and got == micro:
+            raise Incorrect(f"{call} gave {got!r}, a float: a batch size is a whole number of "
+                            "samples (integer division `//` keeps it an int)")
+        if got == effective // k and replicas > 1:
+            raise Incorrect(f"{call} gave {got}, expected {micro}: the {replicas} replicas share "
+                            "the effective batch, so divide by `replicas` too")
+        if got != micro:
+            raise Incorrect(f"{call} gave {got!r}, expected {micro}")
+    for effective, k, replicas in _INDIVISIBLE:
+        call = f"micro_batch_size_for({effective}, {k}, {replicas})"
         try:
-            micro_batch_size_for(*bad)
+            got = micro_batch_size_for(effective, k, replicas)
         except ValueError:
             continue
-        raise Incorrect(f"micro_batch_size_for{bad} should raise ValueError: "
-                        f"{bad[1]} x {bad[2]} does not divide {bad[0]}")
-    return "both directions, with replicas, and sizes that do not divide refused"
+        raise Incorrect(f"{call} returned {got!r}; it should raise ValueError: "
+                        f"{k} × {replicas} = {k * replicas} does not divide {effective}, so no "
+                        "micro-batch size gives that effective batch")
+    return ("micro_batch_size_for inverts effective_batch_size, and refuses an effective batch "
+            "that accumulation_steps × replicas does not divide")
 
 
-batch_sizes = Exercise(
-    "01 batch sizes", _check_batch_sizes,
-    hints=["effective = micro-batch x accumulation steps x replicas.",
-           "Going back, divide by accumulation_steps x replicas; check the remainder with % first."],
-    solution_file="01_batch_sizes.py")
+effective_batch_size = Exercise(
+    "01 effective_batch_size", _check_effective_batch_size,
+    ["Count the samples behind one update: how many in one micro-step, how many micro-steps, "
+     "on how many devices?",
+     "Three numbers multiply; give `replicas` a default value."],
+    "01_batch_sizes.py")
+
+micro_batch_size_for = Exercise(
+    "01 micro_batch_size_for", _check_micro_batch_size_for,
+    ["It undoes effective_batch_size: divide by what effective_batch_size multiplied by.",
+     "Check the remainder (`%`) before dividing; if it is not 0, `raise ValueError(...)` with a "
+     "message that names the numbers.",
+     "Use integer division `//`, so the result is an int."],
+    "01_batch_sizes.py")

@@ -1,74 +1,147 @@
-"""Lesson 03's exercise: the window's arithmetic as two functions.
+"""Lesson 03's exercises: the arithmetic of one accumulation window.
 
-``accumulate(accumulators, gradients)`` adds each gradient into its
-accumulator in place and returns the accumulators (ValueError when the lists
-differ in length); ``finish_window(accumulators, sample_count)`` returns the
-window's gradients, sums over the sample count, and zeroes the accumulators
-(an empty window gives zeros, not NaN).
+::
+
+    from gaviz.course import lesson03
+    lesson03.accumulate.check(accumulate)
+    lesson03.finish_window.check(finish_window)
+
+``finish_window`` has the signature of :func:`gaviz.course.accumulation_epoch`'s
+``finish_window`` argument: it only divides. Resetting the accumulators is a
+piece of its own (lesson 04's exercise).
 """
+
+from __future__ import annotations
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-import gaviz
-from gaviz.course.exercise import Exercise, Incorrect, NotAttempted
+from gaviz import demo
+from gaviz.course.exercise import Exercise, Incorrect, NotAttempted, attempted
+from gaviz.course.loop import make_accumulators, summed_loss
+
+#: A ragged window: micro-batches of 5, 27 and 8 samples.
+_RAGGED = [(0, 5), (5, 32), (32, 40)]
 
 
-def _check_basics(accumulate, finish_window):
-    sums = [tf.Variable(tf.zeros((2, 2))), tf.Variable(tf.zeros(3))]
-    returned = accumulate(sums, [tf.fill((2, 2), 1.5), tf.constant([1.0, 2.0, 3.0])])
-    if returned is None and not any(np.any(s.numpy()) for s in sums):
-        raise NotAttempted("accumulate still does nothing")
-    if returned is not sums:
-        raise Incorrect("accumulate should return the accumulators it was given (the same list)")
-    accumulate(sums, [tf.fill((2, 2), -0.5), tf.ones(3)])
-    if not (np.allclose(sums[0].numpy(), 1.0) and np.allclose(sums[1].numpy(), [2.0, 3.0, 4.0])):
-        raise Incorrect("accumulate should add each gradient into its accumulator, in place")
+def _values(tensors) -> list:
+    return [np.asarray(t, dtype="float64") for t in tensors]
+
+
+def _same(values_a, values_b, atol=1e-6) -> bool:
+    return all(a.shape == b.shape and np.allclose(a, b, atol=atol)
+               for a, b in zip(values_a, values_b))
+
+
+def _check_accumulate(accumulate) -> str:
+    accumulators = [tf.Variable(tf.zeros((2, 2))), tf.Variable(tf.zeros(3))]
+    first = [tf.fill((2, 2), 1.5), tf.constant([1.0, 2.0, 3.0])]
+    second = [tf.fill((2, 2), -0.5), tf.ones(3)]
+    returned = accumulate(accumulators, first)
+    unchanged = not any(np.any(a.numpy()) for a in accumulators)
+    if returned is None and unchanged:
+        raise NotAttempted()
+    if unchanged:
+        raise Incorrect("the accumulators themselves still hold zeros: add into them in place "
+                        "with `accumulator.assign_add(gradient)` (a new list of tensors leaves "
+                        "the loop's variables untouched)")
+    if returned is not accumulators:
+        raise Incorrect("return `accumulators`, the same list you were given (so a call can be "
+                        f"chained); it returned {type(returned).__name__}")
+    accumulate(accumulators, second)
+    got = _values(accumulators)
+    if _same(got, _values(second)):
+        raise Incorrect("after two calls the accumulators hold only the second gradients: "
+                        "`assign` replaces, `assign_add` adds")
+    expected = [np.full((2, 2), 1.0), np.array([2.0, 3.0, 4.0])]
+    if not _same(got, expected):
+        raise Incorrect(f"after adding {_values(first)[1]} and then {_values(second)[1]}, the "
+                        f"second accumulator holds {got[1]}; expected {expected[1]}")
     try:
-        accumulate(sums, [tf.ones((2, 2))])
+        accumulate(accumulators, [tf.ones((2, 2))])
     except ValueError:
         pass
+    except Exception as error:  # noqa: BLE001 - the wrong exception: say which
+        raise Incorrect(f"with 1 gradient for 2 accumulators it raised {type(error).__name__}; "
+                        "raise ValueError (the caller passed the wrong list)") from error
     else:
-        raise Incorrect("accumulate should raise ValueError when the lists differ in length")
-    result = finish_window(sums, 4)
-    if result is None:
-        raise NotAttempted("finish_window still returns None")
-    if not (np.allclose(result[0], 0.25) and np.allclose(result[1], [0.5, 0.75, 1.0])):
-        raise Incorrect("finish_window should divide each accumulator by sample_count")
-    if any(np.any(s.numpy()) for s in sums):
-        raise Incorrect("finish_window should reset the accumulators to zero")
-    if not all(np.all(np.asarray(g) == 0) for g in finish_window(sums, 0)):
-        raise Incorrect("an empty window (sample_count 0) should give zeros, not NaN")
+        raise Incorrect("with 1 gradient for 2 accumulators it raised nothing: raise ValueError "
+                        "(`zip` would silently leave the second accumulator out)")
+    return "each gradient is added into its own accumulator, in place"
 
 
-def _ragged_window_gap(accumulate, finish_window) -> float:
-    """A window of 5 + 27 + 8 samples on the demo model, against the big batch's gradient."""
-    x, y = gaviz.demo.make_data(40, seed=0)
-    model, loss = gaviz.demo.make_model(seed=0), keras.losses.MeanSquaredError()
-    sums = [tf.Variable(tf.zeros_like(v)) for v in model.trainable_variables]
-    for start, stop in [(0, 5), (5, 32), (32, 40)]:
+def _check_finish_window(finish_window) -> str:
+    accumulators = [tf.Variable([[4.0, -2.0], [6.0, 0.0]]), tf.Variable([2.0, 3.0, 4.0])]
+    sums = _values(accumulators)
+    result = finish_window(accumulators, 4)
+    attempted(result)
+    if len(result) != len(sums):
+        raise Incorrect(f"it returned {len(result)} gradients for {len(sums)} accumulators: "
+                        "return one per accumulator, in order")
+    got = _values(result)
+    if _same(got, sums):
+        raise Incorrect("the gradients equal the sums: divide each accumulator by "
+                        "`sample_count`, the number of samples in the window")
+    if _same(got, [s * 4 for s in sums]):
+        raise Incorrect("the gradients are the sums times sample_count: divide, do not multiply")
+    if not _same(got, [s / 4 for s in sums]):
+        raise Incorrect(f"for the sums {sums[1]} and sample_count 4 it returned {got[1]}; "
+                        f"expected {sums[1] / 4}")
+    if not _same(_values(accumulators), sums):
+        raise Incorrect("it changed the accumulators (they now hold "
+                        f"{_values(accumulators)[1]}): only return the divided gradients; "
+                        "resetting is a piece of its own (lesson 04)")
+    try:
+        empty = _values(finish_window([tf.Variable([0.0, 0.0])], 0))
+    except ZeroDivisionError as error:
+        raise Incorrect("an empty window (sample_count 0) raised ZeroDivisionError: use "
+                        "`tf.math.divide_no_nan`, which gives 0 for 0 / 0") from error
+    if not all(np.all(g == 0) for g in empty):
+        raise Incorrect(f"an empty window (sample_count 0) gave {empty[0]}, not zeros: use "
+                        "`tf.math.divide_no_nan`, which gives 0 for 0 / 0")
+    difference = _ragged_window_difference(finish_window)
+    if difference > 1e-5:
+        raise Incorrect("a ragged window of 5, 27 and 8 samples: its gradient differs from the "
+                        f"40 samples' mean-loss gradient by {difference:.1e}")
+    return ("divided once by the sample count, a ragged window of 5, 27 and 8 samples gives "
+            f"the gradient of one batch of 40 (largest difference {difference:.1e})")
+
+
+def _ragged_window_difference(finish_window) -> float:
+    """Accumulates micro-batches of 5, 27, 8 exactly; compares ``finish_window``'s result."""
+    x, y = demo.make_data(40, seed=3)
+    model = demo.make_model(seed=3)
+    loss = keras.losses.MeanSquaredError()
+    variables = model.trainable_variables
+    accumulators, count = make_accumulators(variables), 0.0
+    for start, stop in _RAGGED:
         with tf.GradientTape() as tape:
-            summed = tf.reduce_sum(loss.call(y[start:stop], model(x[start:stop], training=True)))
-        accumulate(sums, tape.gradient(summed, model.trainable_variables))
-    window = finish_window(sums, 40)
+            objective, samples = summed_loss(loss, y[start:stop], model(x[start:stop]))
+        for accumulator, gradient in zip(accumulators, tape.gradient(objective, variables)):
+            accumulator.assign_add(gradient)
+        count += samples
     with tf.GradientTape() as tape:
-        mean_loss = loss(y, model(x, training=True))
-    expected = tape.gradient(mean_loss, model.trainable_variables)
-    return max(float(np.max(np.abs(np.asarray(g) - e.numpy()))) for g, e in zip(window, expected))
+        mean_loss = loss(y, model(x))
+    expected = _values(tape.gradient(mean_loss, variables))
+    got = _values(finish_window(accumulators, count))
+    return max(float(np.max(np.abs(g - e))) for g, e in zip(got, expected))
 
 
-def _check_window(accumulate, finish_window) -> str:
-    _check_basics(accumulate, finish_window)
-    gap = _ragged_window_gap(accumulate, finish_window)
-    if gap > 1e-5:
-        raise Incorrect(f"on a ragged window the gradient is off the big batch's by {gap:.1e}")
-    return f"a ragged window of 5 + 27 + 8 samples gives the big batch's gradient ({gap:.1e})"
+accumulate = Exercise(
+    "03 accumulate", _check_accumulate,
+    ["Loop over `zip(accumulators, gradients)`; a `tf.Variable` has a method that adds in "
+     "place.",
+     "Compare `len(accumulators)` and `len(gradients)` first, and `raise ValueError(...)` "
+     "when they differ.",
+     "Return the list you were given."],
+    "03_window.py")
 
-
-window = Exercise(
-    "03 accumulate and finish_window", _check_window,
-    hints=["`accumulator.assign_add(gradient)` adds in place; check the lengths first.",
-           "finish_window: divide first, then zero the accumulators (read the values before you "
-           "reset them); `tf.math.divide_no_nan` turns 0 / 0 into 0."],
-    solution_file="03_window.py")
+finish_window = Exercise(
+    "03 finish_window", _check_finish_window,
+    ["Return a new list: each accumulator divided by `sample_count`. Leave the accumulators "
+     "as they are.",
+     "`tf.math.divide_no_nan(a, b)` is `a / b`, except that it gives 0 where b is 0.",
+     "Cast the count to the accumulator's dtype, `tf.cast(sample_count, accumulator.dtype)`, "
+     "so an int count works too."],
+    "03_window.py")

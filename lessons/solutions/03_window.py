@@ -5,6 +5,9 @@ sum of the window's micro-batch gradients (each the gradient of a micro-batch's
 *summed* loss). At the end of the window::
 
     window gradient = accumulated sum / number of samples in the window
+
+``finish_window`` only divides: resetting the accumulators for the next window
+is a piece of its own (lesson 04), as in ``gaviz.course.accumulation_epoch``.
 """
 
 import tensorflow as tf
@@ -27,14 +30,12 @@ def accumulate(accumulators, gradients):
 
 
 def finish_window(accumulators, sample_count):
-    """Returns the window's gradients (sums / ``sample_count``) and zeroes the accumulators.
+    """Returns the window's gradients: each accumulated sum over ``sample_count``.
 
-    An empty window (``sample_count`` 0) gives zero gradients, not NaN.
+    The accumulators are left as they are. An empty window (``sample_count``
+    0) gives zero gradients, not NaN.
     """
-    gradients = [
+    return [
         tf.math.divide_no_nan(accumulator.read_value(), tf.cast(sample_count, accumulator.dtype))
         for accumulator in accumulators
     ]
-    for accumulator in accumulators:
-        accumulator.assign(tf.zeros_like(accumulator))
-    return gradients
