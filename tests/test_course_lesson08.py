@@ -1,5 +1,7 @@
-"""Lesson 08's checker passes the solution, and names the fault of a trainer that takes its
-micro-batches in Python, of an eager one, and of one that forgets the partial window."""
+"""Lesson 08's exercise checker passes the solution, says "not attempted" for the
+lesson's stub, and names the fault of realistic wrong windows: not a graph, one
+micro-batch per call, `next` past the end of the data, variables made on every
+call, and (named by diagnose) a partial window dropped or accumulators never reset."""
 
 import importlib
 import pathlib
@@ -7,79 +9,157 @@ import sys
 
 import tensorflow as tf
 
-from gaviz.course import accumulation_epoch, lesson08, make_accumulators, penalty_gradients
+from gaviz.course import lesson08, make_accumulators
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
 solution = importlib.import_module("solutions.08_graph_trainer")
 
-
-def test_the_solution_passes():
-    outcome = lesson08.graph_trainer.evaluate(solution.make_graph_trainer)
-    assert outcome.status == "pass", outcome.message
+EXERCISE = lesson08.window
 
 
-def test_the_stub_is_not_attempted():
-    def make_graph_trainer(model, optimizer, loss, accumulation_steps):
-        raise NotImplementedError
+def window_maker(graph=True, loop=True, read="optional", flush="any", reset=True):
+    """make_window as a learner might write it: the solution, or it with one change."""
 
-    assert lesson08.graph_trainer.evaluate(make_graph_trainer).status == "not attempted"
-
-
-def test_one_graph_call_per_micro_step_is_a_fault():
-    def make_graph_trainer(model, optimizer, loss, accumulation_steps):
+    def make_window(model, optimizer, loss, element_spec):
         variables = model.trainable_variables
-        accumulators, count = make_accumulators(variables), tf.Variable(0.0)
+        accumulators = make_accumulators(variables)
+        sample_count = tf.Variable(0.0, trainable=False)
+        optimizer.build(variables)
 
-        @tf.function
         def micro_step(x, y):
             with tf.GradientTape() as tape:
-                loss_sum = tf.reduce_sum(loss.call(y, model(x, training=True)))
-            for a, g in zip(accumulators, tape.gradient(loss_sum, variables)):
-                a.assign_add(g)
-            count.assign_add(tf.cast(tf.shape(x)[0], tf.float32))
+                summed = tf.reduce_sum(loss.call(y, model(x, training=True)))
+            for accumulator, gradient in zip(accumulators, tape.gradient(summed, variables)):
+                accumulator.assign_add(gradient)
+            sample_count.assign_add(tf.cast(tf.shape(x)[0], tf.float32))
 
+        def update():
+            optimizer.apply_gradients(zip([a / sample_count for a in accumulators], variables))
+            if reset:
+                for accumulator in accumulators:
+                    accumulator.assign(tf.zeros_like(accumulator))
+            sample_count.assign(0.0)
+
+        def window(iterator, accumulation_steps):
+            consumed = tf.constant(0)
+            for _ in tf.range(accumulation_steps if loop else 1):
+                if read == "next":
+                    micro_step(*next(iterator))  # PITFALL (when chosen): raises at the end
+                    consumed += 1
+                else:
+                    batch = iterator.get_next_as_optional()
+                    tf.cond(batch.has_value(), lambda: micro_step(*batch.get_value()),
+                            lambda: None)
+                    consumed += tf.cast(batch.has_value(), tf.int32)
+            due = consumed > 0 if flush == "any" else consumed == accumulation_steps
+            tf.cond(due, update, lambda: None)
+            return consumed
+
+        return tf.function(window) if graph else window
+
+    return make_window
+
+
+def test_the_solution_passes():
+    outcome = EXERCISE.evaluate(solution.make_window)
+    assert outcome.status == "pass", outcome.message
+    assert "[4, 4, 2, 0]" in outcome.message and "traced 1 time," in outcome.message
+    assert "exact on all of diagnose's probes" in outcome.message
+
+
+def test_the_lessons_stub_is_not_attempted():
+    def make_window(model, optimizer, loss, element_spec):
+        ...  # your code here
+
+    assert EXERCISE.evaluate(make_window).status == "not attempted"
+
+
+def test_a_window_that_is_not_a_graph():
+    outcome = EXERCISE.evaluate(window_maker(graph=False))
+    assert outcome.status == "fail" and "plain Python function" in outcome.message
+
+
+def test_one_micro_batch_per_call():
+    outcome = EXERCISE.evaluate(window_maker(loop=False))
+    assert outcome.status == "fail" and "one call read 1 micro-batch" in outcome.message
+
+
+def test_next_past_the_end_of_the_data():
+    outcome = EXERCISE.evaluate(window_maker(read="next"))
+    assert outcome.status == "fail"
+    assert "the iterator ran out inside your window" in outcome.message
+    assert "get_next_as_optional" in outcome.message
+
+
+def test_variables_made_on_every_call():
+    def make_window(model, optimizer, loss, element_spec):
         @tf.function
-        def apply_window():
-            grads = [a / count + p for a, p in zip(accumulators, penalty_gradients(model))]
-            optimizer.apply_gradients(zip(grads, variables))
-            for a in accumulators:
-                a.assign(tf.zeros_like(a))
-            count.assign(0.0)
+        def window(iterator, accumulation_steps):
+            sums = make_accumulators(model.trainable_variables)  # PITFALL: every call
+            return tf.constant(0) + len(sums)
+        return window
 
-        def train_epoch(micro_batches):
-            updates = steps = 0
-            for steps, (x, y) in enumerate(micro_batches, start=1):
-                micro_step(x, y)
-                if steps % accumulation_steps == 0:
-                    apply_window()
-                    updates += 1
-            if steps % accumulation_steps:
-                apply_window()
-                updates += 1
-            return updates
+    outcome = EXERCISE.evaluate(make_window)
+    assert outcome.status == "fail" and "creates tf.Variables on every call" in outcome.message
 
-        return train_epoch
 
-    outcome = lesson08.graph_trainer.evaluate(make_graph_trainer)
+def test_a_dropped_partial_window_is_named_by_diagnose():
+    outcome = EXERCISE.evaluate(window_maker(flush="full"))
     assert outcome.status == "fail"
-    assert "46 micro-batches were taken from the dataset in Python" in outcome.message
+    assert "diagnose finds dropped_tail: apply the partial window" in outcome.message
 
 
-def test_the_eager_loop_is_a_fault_naming_python():
-    def make_graph_trainer(model, optimizer, loss, accumulation_steps):
-        return lambda micro_batches: accumulation_epoch(model, optimizer, loss, micro_batches,
-                                                        accumulation_steps)
-
-    outcome = lesson08.graph_trainer.evaluate(make_graph_trainer)
+def test_a_missing_reset_is_named_by_diagnose():
+    outcome = EXERCISE.evaluate(window_maker(reset=False))
     assert outcome.status == "fail"
-    assert "micro-batches were taken from the dataset in Python" in outcome.message
+    assert "missing_reset: zero the accumulators after every update (lesson 04)" in outcome.message
 
 
-def test_a_forgotten_partial_window_is_a_fault():
-    def make_graph_trainer(model, optimizer, loss, accumulation_steps):
-        train_epoch = solution.make_graph_trainer(model, optimizer, loss, accumulation_steps)
-        return lambda micro_batches: train_epoch(micro_batches.take(
-            len(micro_batches) // accumulation_steps * accumulation_steps))
+def test_hints_do_not_give_the_answer_away():
+    assert len(EXERCISE.hints) >= 3
+    whole = "\n".join(EXERCISE.hints)
+    assert "apply_gradients" not in whole and "def window" not in whole
 
-    outcome = lesson08.graph_trainer.evaluate(make_graph_trainer)
-    assert outcome.status == "fail" and "should report 6 updates" in outcome.message
+
+def test_the_wrong_windows_differ_from_a_passing_one_by_their_one_change():
+    assert EXERCISE.evaluate(window_maker()).status == "pass"
+
+
+def test_the_solution_equals_model_fit_on_the_big_batch():
+    """Independent of the checker: Keras's own fit on batches of k x 32, with Adam, a ragged
+    last micro-batch and a partial last window; one graph trace for the whole epoch."""
+    import keras
+
+    import gaviz
+    from gaviz.course import max_difference
+    from gaviz.course.graph import run_windows
+
+    x, y = gaviz.demo.make_data(32 * 4 * 3 + 40, seed=2)  # 3 full windows, then 32 + 8 samples
+    micro_batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+    model = gaviz.demo.make_model(seed=2)
+    window = solution.make_window(model, keras.optimizers.Adam(0.01),
+                                  keras.losses.MeanSquaredError(), micro_batches.element_spec)
+    assert run_windows(window, micro_batches, 4) == 4
+    assert window.experimental_get_tracing_count() == 1
+    reference = gaviz.demo.make_model(seed=2)
+    reference.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+    reference.fit(x, y, batch_size=128, epochs=1, shuffle=False, verbose=0)
+    assert max_difference(model, reference) < 1e-6
+    assert max_difference(model, gaviz.demo.make_model(seed=2)) > 1e-3  # it trained
+
+
+def test_run_windows_stops_a_window_that_always_says_full():
+    from gaviz.course.graph import run_windows
+
+    micro_batches = tf.data.Dataset.range(10).batch(2)  # 5 micro-batches
+
+    @tf.function
+    def always_full(iterator, accumulation_steps):
+        return accumulation_steps  # PITFALL: never says the data ran out
+
+    try:
+        run_windows(always_full, micro_batches, 2)
+    except RuntimeError as error:
+        assert "past the end of the data" in str(error)
+    else:
+        raise AssertionError("run_windows should stop a window that never comes back short")

@@ -6,6 +6,10 @@
   its pieces as arguments (lessons 04-06 swap one piece each), and helpers the
   lessons share (``flat_weights``, ``max_difference``, ``update_sizes``).
 - :mod:`gaviz.course.exercise`: ``Exercise`` (``check``, ``hint``, ``solution``).
+- :mod:`gaviz.course.repairs`: the fix-it lessons' check (lesson 03's loop with the
+  learner's piece, exact by ``gaviz.diagnose``).
+- :mod:`gaviz.course.graph`: lesson 08's Python drivers around the learner's graph
+  window, and a fair clock; :mod:`gaviz.course.gpu`: lesson 10's device sizing.
 - ``gaviz.course.lessonNN``: each lesson's exercises, e.g.
   ``lesson04.reset.check(reset)``.
 """

@@ -1,46 +1,71 @@
-"""Lesson 07's exercise: the learning rate for a new effective batch."""
+"""Lesson 07's exercise: the learning rate for a new effective batch.
+
+::
+
+    from gaviz.course import lesson07
+    lesson07.scaled_learning_rate.check(scaled_learning_rate)
+"""
+
+from __future__ import annotations
 
 import math
 
 from gaviz.course.exercise import Exercise, Incorrect, attempted
 
-#: (arguments, expected): the rules at both ways of scaling, and with no change.
-_CASES = [
+#: (base_lr, base_batch, effective_batch, rule) -> the expected rate.
+_CASES = (
     ((0.1, 32, 128, "linear"), 0.4),
+    ((0.1, 256, 64, "linear"), 0.025),  # a smaller batch: a smaller rate
     ((0.1, 32, 128, "sqrt"), 0.2),
-    ((0.1, 256, 64, "linear"), 0.025),
     ((0.1, 256, 64, "sqrt"), 0.05),
-    ((1e-3, 64, 64, "sqrt"), 1e-3),
-]
-_BAD = [dict(rule="cubic"), dict(effective_batch=0), dict(base_batch=0), dict(base_lr=-0.1)]
+    ((3e-4, 512, 512, "sqrt"), 3e-4),
+)
+_BAD = (
+    (dict(rule="cubic"), "an unknown rule='cubic'"),
+    (dict(effective_batch=0), "effective_batch=0"),
+    (dict(base_batch=0), "base_batch=0"),
+    (dict(base_lr=-0.1), "base_lr=-0.1"),
+)
 
 
 def _check_scaled_learning_rate(scaled_learning_rate) -> str:
     attempted(scaled_learning_rate(0.1, 32, 128))
-    if not math.isclose(scaled_learning_rate(0.1, 32, 128), 0.4):
-        raise Incorrect("the default rule should be linear: scaled_learning_rate(0.1, 32, 128) is "
-                        f"0.4, got {scaled_learning_rate(0.1, 32, 128)}")
     for (base_lr, base_batch, effective_batch, rule), expected in _CASES:
         got = scaled_learning_rate(base_lr, base_batch, effective_batch, rule=rule)
-        if not math.isclose(got, expected, rel_tol=1e-9):
-            raise Incorrect(f"scaled_learning_rate({base_lr}, {base_batch}, {effective_batch}, "
-                            f"rule={rule!r}) should be {expected}, got {got}")
-    for bad in _BAD:
+        call = (f"scaled_learning_rate({base_lr}, {base_batch}, {effective_batch}, "
+                f"rule={rule!r})")
+        if got is None or not math.isclose(float(got), expected, rel_tol=1e-9):
+            ratio = base_batch / effective_batch
+            inverted = expected * (ratio if rule == "linear" else math.sqrt(ratio)) ** 2
+            if got is not None and math.isclose(float(got), inverted, rel_tol=1e-9):
+                raise Incorrect(f"{call} gave {got}, expected {expected}: the ratio is upside "
+                                "down (effective_batch / base_batch: a bigger batch, a bigger rate)")
+            raise Incorrect(f"{call} gave {got}, expected {expected}")
+    if scaled_learning_rate(0.1, 32, 128) != scaled_learning_rate(0.1, 32, 128, rule="linear"):
+        raise Incorrect("the default rule should be 'linear'")
+    for change, what in _BAD:
         arguments = dict(base_lr=0.1, base_batch=32, effective_batch=128, rule="linear")
-        arguments.update(bad)
+        arguments.update(change)
         try:
-            scaled_learning_rate(**arguments)
+            got = scaled_learning_rate(**arguments)
         except ValueError:
             continue
-        raise Incorrect(f"{bad} should raise ValueError (an unknown rule, or a number that is "
-                        "not positive)")
-    return "both rules, both directions, and bad input refused"
+        raise Incorrect(f"{what} should raise ValueError; it returned {got!r}")
+    return ("linear and square-root rules both ways, bad input refused: k = 16 at micro-batch 32 "
+            f"turns a rate of 0.02 into {scaled_learning_rate(0.02, 32, 512):g} (linear) or "
+            f"{scaled_learning_rate(0.02, 32, 512, rule='sqrt'):g} (sqrt)")
 
 
 scaled_learning_rate = Exercise(
-    "07 scaled_learning_rate", _check_scaled_learning_rate,
-    hints=["The batch grew by the factor m = effective_batch / base_batch; the linear rule "
-           "multiplies the rate by m, the square-root rule by the square root of m.",
-           "Check `rule` first and raise ValueError for anything but \"linear\" or \"sqrt\"; "
-           "then check each number with `if not value > 0` (that also refuses NaN)."],
-    solution_file="07_lr_scaling.py")
+    "07 scaled learning rate",
+    _check_scaled_learning_rate,
+    hints=[
+        "Both rules start from the same ratio: how many times bigger the new effective batch is "
+        "than the one the rate was tuned at.",
+        "Linear multiplies base_lr by that ratio; square-root multiplies it by the ratio's square "
+        "root (math.sqrt).",
+        "Check the arguments first: raise ValueError for a rule other than 'linear' or 'sqrt', "
+        "and for any number that is not > 0.",
+    ],
+    solution_file="07_lr_scaling.py",
+)

@@ -1,104 +1,121 @@
-"""Lesson 08's exercise: your accumulation trainer, one graph call per window.
+"""Lesson 08's exercise: one graph call per window.
 
-The answer is a factory ``make_graph_trainer(model, optimizer, loss,
-accumulation_steps) -> train_epoch``, where ``train_epoch(micro_batches)`` trains
-one epoch and returns its number of updates. The check runs it under
-:func:`gaviz.diagnose` (is it exact?), then counts what runs in Python: the
-micro-batches taken from the dataset, and the optimizer's ``apply_gradients``
-calls (traced once, they run in Python once; eager, once per update).
+::
+
+    from gaviz.course import lesson08
+    lesson08.window.check(make_window)
+
+The learner's ``make_window(model, optimizer, loss, element_spec)`` returns a
+``tf.function`` ``window(iterator, accumulation_steps)`` that reads up to k
+micro-batches from the iterator inside the graph, applies one update if it
+read any, and returns how many it read (see :mod:`gaviz.course.graph`).
 """
 
 from __future__ import annotations
 
-import unittest.mock
-
 import keras
 import tensorflow as tf
-from tensorflow.python.data.ops import iterator_ops
 
-import gaviz
-from gaviz.course.exercise import Exercise, Incorrect, NotAttempted
+from gaviz import demo
+from gaviz.course.exercise import Exercise, Incorrect, attempted
+from gaviz.course.graph import expected_retracing, windowed_epoch
+from gaviz.course.loop import accumulation_epoch, max_difference
+from gaviz.diagnosis import FIXES, diagnose
 
-_WINDOWS = 6  # in the counting run: 5 full windows and a partial one
-_ACCUMULATION_STEPS = 4
-
-
-def epoch_function(make_graph_trainer):
-    """``make_graph_trainer`` as the function :func:`gaviz.diagnose` calls once per epoch:
-    one trainer per model and optimizer, built on the first epoch, reused after."""
-    trainers = {}
-
-    def train_epoch(model, optimizer, loss, micro_batches, accumulation_steps):
-        key = (id(model), id(optimizer))
-        if key not in trainers:
-            trainers[key] = make_graph_trainer(model, optimizer, loss, accumulation_steps)
-        return trainers[key](micro_batches)
-
-    train_epoch.__name__ = getattr(make_graph_trainer, "__name__", "make_graph_trainer")
-    return train_epoch
+K = 4
+MICRO_BATCH_SIZE = 8
+SAMPLES = 9 * MICRO_BATCH_SIZE + 3  # 10 micro-batches, the last one ragged: windows of 4, 4, 2
+EXPECTED_COUNTS = [4, 4, 2, 0]  # and then an empty call: the data has run out
 
 
-def _python_work(make_graph_trainer):
-    """Runs two epochs of ``_WINDOWS`` windows; counts micro-batches taken in Python,
-    apply_gradients calls made from Python, and the updates the epochs report."""
-    x, y = gaviz.demo.make_data(32 * (_ACCUMULATION_STEPS * (_WINDOWS - 1) + 2), seed=0)
-    micro_batches = gaviz.demo.make_dataset(x, y, 32)
-    optimizer = keras.optimizers.SGD(0.01)
-    train_epoch = make_graph_trainer(gaviz.demo.make_model(seed=0), optimizer,
-                                     keras.losses.MeanSquaredError(), _ACCUMULATION_STEPS)
-    if train_epoch is None:
-        raise NotAttempted("make_graph_trainer still returns None")
-    taken = []
-    original_next = iterator_ops.OwnedIterator.__next__
-
-    def counting_next(self):
-        taken.append(1)
-        return original_next(self)
-
-    with unittest.mock.patch.object(iterator_ops.OwnedIterator, "__next__", counting_next), \
-            unittest.mock.patch.object(type(optimizer), "apply_gradients", autospec=True,
-                                       side_effect=type(optimizer).apply_gradients) as applied:
-        updates = [train_epoch(micro_batches) for _ in range(2)]
-    return len(taken), applied.call_count, updates
+def _problem():
+    x, y = demo.make_data(SAMPLES, seed=1)
+    micro_batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(MICRO_BATCH_SIZE)
+    return micro_batches, keras.losses.MeanSquaredError()
 
 
-def _check_graph_trainer(make_graph_trainer) -> str:
-    logger, level = tf.get_logger(), tf.get_logger().level
-    logger.setLevel("ERROR")  # diagnose builds a trainer per probe: retracing warnings are expected
+def _fresh():
+    return demo.make_model(seed=1, hidden=16), keras.optimizers.SGD(0.1)
+
+
+def _count(value, call) -> int:
     try:
-        return _judge(make_graph_trainer)
-    finally:
-        logger.setLevel(level)
+        return int(value)
+    except (TypeError, ValueError):
+        raise Incorrect(f"window(iterator, accumulation_steps) returned {value!r} on call {call}: "
+                        "return how many micro-batches it read (a tensor)") from None
 
 
-def _judge(make_graph_trainer) -> str:
-    micro_batches_in_python, applies_in_python, updates = _python_work(make_graph_trainer)
-    if updates != [_WINDOWS, _WINDOWS]:
-        raise Incorrect(f"each epoch of {_WINDOWS} windows (the last one partial) should report "
-                        f"{_WINDOWS} updates; train_epoch returned {updates}")
-    diagnosis = gaviz.diagnose(epoch_function(make_graph_trainer),
-                               accumulation_steps=_ACCUMULATION_STEPS)
+def _check_window(make_window) -> str:
+    micro_batches, loss = _problem()
+    model, optimizer = _fresh()
+    window = make_window(model, optimizer, loss, micro_batches.element_spec)
+    attempted(window)
+    if not hasattr(window, "experimental_get_tracing_count"):
+        raise Incorrect("`window` is a plain Python function, so every operation in it runs "
+                        "eagerly: wrap it in tf.function, so that one call runs a whole window "
+                        "as one graph")
+    iterator = iter(micro_batches)
+    counts = []
+    try:
+        for call in range(1, len(EXPECTED_COUNTS) + 1):
+            counts.append(_count(window(iterator, tf.constant(K)), call))
+    except ValueError as error:
+        if "singleton tf.Variables" not in str(error):
+            raise
+        raise Incorrect("your window creates tf.Variables on every call (TensorFlow allows "
+                        "them on the first trace only): create the accumulators and the sample "
+                        "count once, in make_window, outside the tf.function, and only "
+                        "assign to them inside") from None
+    except tf.errors.OutOfRangeError:
+        raise Incorrect(f"the iterator ran out inside your window (after calls returning "
+                        f"{counts}): next(iterator) raises at the end of the data; read with "
+                        "iterator.get_next_as_optional() and add the micro-batch only when "
+                        "it has_value(), so the partial window is added and applied") from None
+    if counts[0] == 1:
+        raise Incorrect("one call read 1 micro-batch: loop over the window's micro-batches "
+                        "inside the tf.function (for _ in tf.range(accumulation_steps)), so "
+                        "that one call is one window")
+    if counts != EXPECTED_COUNTS:
+        raise Incorrect(f"for 10 micro-batches and accumulation_steps={K}, four calls returned "
+                        f"{counts}, expected {EXPECTED_COUNTS} (two full windows, the partial "
+                        "one, then nothing left)")
+    reference, reference_optimizer = _fresh()
+    accumulation_epoch(reference, reference_optimizer, loss, micro_batches, K)
+    difference = max_difference(model, reference)
+    traces = window.experimental_get_tracing_count()
+    if difference > 1e-5:
+        with expected_retracing():
+            findings = diagnose(windowed_epoch(make_window), accumulation_steps=K).findings
+        named = "; ".join(f"{name}: {FIXES[name][0]} (lesson {FIXES[name][1][:2]})"
+                          for name in findings)
+        raise Incorrect(f"after one epoch the weights differ from your exact loop's by "
+                        f"{difference:.1e}. diagnose finds {named or 'no named defect'}")
+    with expected_retracing():
+        diagnosis = diagnose(windowed_epoch(make_window), accumulation_steps=K)
     if not diagnosis.exact:
-        raise Incorrect("gaviz.diagnose finds: " + diagnosis.summary())
-    if micro_batches_in_python:
-        raise Incorrect(f"{micro_batches_in_python} micro-batches were taken from the dataset in "
-                        "Python: pass the iterator into the tf.function and take each window's "
-                        "micro-batches there, so that one graph call does a whole window")
-    if applies_in_python > 2:
-        raise Incorrect(f"apply_gradients ran in Python {applies_in_python} times for "
-                        f"{2 * _WINDOWS} updates: the update is not inside the tf.function, or "
-                        "the function is traced again for every window")
-    return (f"exact by gaviz.diagnose, and {2 * _WINDOWS} updates in 2 epochs with no micro-batch "
-            "taken in Python: one graph call per window")
+        raise Incorrect(f"diagnose finds: {diagnosis.summary()}")
+    return (f"one graph call per window ({counts} micro-batches per call), traced {traces} "
+            f"time{'s' if traces > 1 else ''}, the weights of the exact eager loop (to "
+            f"{difference:.0e}), exact on all of diagnose's probes")
 
 
-graph_trainer = Exercise(
-    "08 make_graph_trainer", _check_graph_trainer,
-    hints=["Start from make_micro_step_trainer: the body of its Python loop (take a micro-batch, "
-           "add its gradient) moves into a tf.function that takes the dataset's iterator.",
-           "Inside that tf.function, `for _ in tf.range(accumulation_steps):` becomes a graph loop. "
-           "Take each micro-batch with `iterator.get_next_as_optional()`; `break` when "
-           "`has_value()` is false (the epoch's last window may be short).",
-           "After the loop, apply and reset only `if sample_count > 0` (AutoGraph makes it a "
-           "tf.cond), and return that condition: train_epoch calls the function until it is False."],
-    solution_file="08_graph_trainer.py")
+window = Exercise(
+    "08 one graph call per window",
+    _check_window,
+    hints=[
+        "Build the state once, in make_window, outside the tf.function: the accumulators and "
+        "the sample count as tf.Variables. make_graph_steps from above does exactly that: "
+        "reuse its micro_step and update.",
+        "Inside the tf.function, loop with `for _ in tf.range(accumulation_steps):` and read "
+        "each micro-batch with `batch = iterator.get_next_as_optional()`: at the end of the "
+        "data it comes back empty instead of raising.",
+        "The graph must decide on every call, so decide with tf.cond on a tensor, not a Python "
+        "if: `tf.cond(batch.has_value(), lambda: <add it>, lambda: None)`, and after the loop "
+        "once more, to apply the update only if the window read anything.",
+        "Count what you read, `consumed += tf.cast(batch.has_value(), tf.int32)` from "
+        "`consumed = tf.constant(0)`, and return it: run_windows stops when a window comes "
+        "back short.",
+    ],
+    solution_file="08_graph_trainer.py",
+)

@@ -1,47 +1,51 @@
 """Solution to lesson 08's exercise: one graph call per window.
 
-The loop over the window's micro-batches moves into the ``tf.function``: it takes
-the dataset's iterator and pulls up to k micro-batches with
-``get_next_as_optional`` (the last window of an epoch may be shorter). AutoGraph
-turns the ``for`` over ``tf.range`` into a graph loop and the ``if`` on tensors
-into ``tf.cond``. Python sees one call per update.
+The whole trainer on one screen. What changes between calls lives in
+``tf.Variable``s (the accumulators, the sample count), created once, outside
+the ``tf.function``. The micro-batches are read from the iterator inside the
+graph, so one call runs a whole window; the graph decides with ``tf.cond``
+whether a micro-batch came and whether the window holds anything to apply (the
+partial window at the end of an epoch), on every call, where a Python ``if``
+would decide once, while tracing.
 """
 
 import tensorflow as tf
 
-from gaviz.course import make_accumulators, penalty_gradients
+from gaviz.course import make_accumulators
 
 
-def make_graph_trainer(model, optimizer, loss, accumulation_steps):
+def make_window(model, optimizer, loss, element_spec):
+    """Returns a ``tf.function`` ``window(iterator, accumulation_steps)`` that reads up to
+    ``accumulation_steps`` micro-batches, applies one update if it read any, and returns
+    how many it read."""
+    del element_spec  # the micro-batches come from the iterator, inside the graph
     variables = model.trainable_variables
     accumulators = make_accumulators(variables)
-    sample_count = tf.Variable(0.0, trainable=False)  # changes between calls: a tf.Variable
+    sample_count = tf.Variable(0.0, trainable=False)
+    optimizer.build(variables)  # its variables now, not during the first trace
+
+    def micro_step(x, y):
+        with tf.GradientTape() as tape:
+            per_sample = loss.call(y, model(x, training=True))
+            summed = tf.reduce_sum(per_sample)  # sums add up; means do not
+        for accumulator, gradient in zip(accumulators, tape.gradient(summed, variables)):
+            accumulator.assign_add(gradient)
+        sample_count.assign_add(tf.cast(tf.shape(per_sample)[0], tf.float32))
+
+    def update():
+        optimizer.apply_gradients(zip([a / sample_count for a in accumulators], variables))
+        for accumulator in accumulators:  # the reset
+            accumulator.assign(tf.zeros_like(accumulator))
+        sample_count.assign(0.0)
 
     @tf.function
-    def train_window(iterator):
-        for _ in tf.range(accumulation_steps):
-            micro_batch = iterator.get_next_as_optional()
-            if not micro_batch.has_value():
-                break
-            x, y = micro_batch.get_value()
-            with tf.GradientTape() as tape:
-                loss_sum = tf.reduce_sum(loss.call(y, model(x, training=True)))
-            for accumulator, gradient in zip(accumulators, tape.gradient(loss_sum, variables)):
-                accumulator.assign_add(gradient)
-            sample_count.assign_add(tf.cast(tf.shape(x)[0], tf.float32))
-        applied = sample_count > 0
-        if applied:  # a full window, or the epoch's partial one
-            gradients = [a / sample_count + p for a, p in zip(accumulators, penalty_gradients(model))]
-            optimizer.apply_gradients(zip(gradients, variables))
-            for accumulator in accumulators:
-                accumulator.assign(tf.zeros_like(accumulator))
-            sample_count.assign(0.0)
-        return applied
+    def window(iterator, accumulation_steps):
+        consumed = tf.constant(0)
+        for _ in tf.range(accumulation_steps):  # a loop in the graph, not k copies of its body
+            batch = iterator.get_next_as_optional()  # empty at the end of the data: no error
+            tf.cond(batch.has_value(), lambda: micro_step(*batch.get_value()), lambda: None)
+            consumed += tf.cast(batch.has_value(), tf.int32)
+        tf.cond(consumed > 0, update, lambda: None)  # a full window, or the partial one
+        return consumed
 
-    def train_epoch(micro_batches):
-        iterator, updates = iter(micro_batches), 0
-        while bool(train_window(iterator)):  # one graph call, one host sync, per update
-            updates += 1
-        return updates
-
-    return train_epoch
+    return window
