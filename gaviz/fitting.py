@@ -206,11 +206,19 @@ class Validation:
 
 
 class CallSize:
-    """How many windows the next graph call may run (``windows_per_call``)."""
+    """How many windows the next graph call may run (``windows_per_call``).
 
-    def __init__(self, windows_per_call):
+    With several workers, ``"auto"`` never grows: each worker would time its
+    own calls and pick its own sizes, and a worker reading the epoch's
+    metrics (an all-reduce) while another still runs windows (all-reduces
+    of gradients) deadlocks both, since collectives must be issued in the
+    same order on every worker.
+    """
+
+    def __init__(self, windows_per_call, workers=1):
         self.auto = windows_per_call == "auto"
         self.size = 1 if self.auto else windows_per_call
+        self.may_grow = self.auto and workers == 1
         self.listening = False
         self._tensors = {}
 
@@ -221,10 +229,19 @@ class CallSize:
         return self._tensors[size]
 
     def observe(self, seconds, windows) -> None:
-        """Doubles a full call that was quick (auto, nobody listening)."""
-        grow = self.auto and not self.listening and windows == self.size
+        """Doubles a full call that was quick (auto, one worker, nobody listening)."""
+        grow = self.may_grow and not self.listening and windows == self.size
         if grow and seconds < AUTO_CALL_SECONDS:
             self.size = min(2 * self.size, AUTO_MAX_WINDOWS)
+
+
+def worker_count(strategy) -> int:
+    """Processes taking part in ``strategy``'s collectives (1 without a cluster)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None:
+        return 1
+    tasks = resolver.cluster_spec().as_dict()
+    return max(1, sum(len(tasks.get(job, ())) for job in ("chief", "worker")))
 
 
 def make_feed(trainer, x, y, batch_size, shuffle, sample_weight):

@@ -92,8 +92,9 @@ class AccumulationTrainer(tf.Module):
             ``steps_per_execution``), or ``"auto"``: one while ``on_update``
             callbacks listen (each update is reported before the next starts,
             so ``stop_training`` lands after exactly that update), otherwise
-            doubled while calls take under 20 ms. Callbacks see every update
-            either way, after the call that applied it.
+            doubled while calls take under 20 ms (on one worker; with several,
+            each would time its own calls, so it stays one). Callbacks see
+            every update either way, after the call that applied it.
         metrics: what ``compile`` takes (default: the model's compiled
             metrics): Keras metric objects or names, updated on every
             micro-batch, so their epoch values are the big batch's.
@@ -150,7 +151,9 @@ class AccumulationTrainer(tf.Module):
             checks.check_one_of("normalize", normalize, checks.NORMALIZATIONS)
         self.accumulation_steps = checks.check_accumulation_steps(accumulation_steps)
         self.windows_per_call = checks.check_windows_per_call(windows_per_call)
-        self.call_size = fitting.CallSize(self.windows_per_call)
+        self.call_size = fitting.CallSize(
+            self.windows_per_call, fitting.worker_count(self.strategy)
+        )
         self.model = model
         self.jit_compile = bool(jit_compile)
         checks.check_loss(loss)

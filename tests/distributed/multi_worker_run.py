@@ -90,6 +90,8 @@ def main():
             "loss": history.loss,
             "effective_batch_sizes": history.effective_batch_size,
             "replicas": trainer.num_replicas,
+            "workers": gaviz.fitting.worker_count(strategy),
+            "windows_per_call_after_fit": trainer.call_size.size,
             "collectives_outside_loop": outside,
             "collectives_in_loop": in_loop,
         }, handle)
