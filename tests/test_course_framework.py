@@ -76,6 +76,29 @@ def test_the_learners_loop_equals_model_fit_on_the_big_batch():
     assert max_difference(model, gaviz.demo.make_model(seed=1)) > 1e-3  # it trained
 
 
+def test_the_loop_divides_a_masked_window_by_its_real_tokens():
+    # Padded sequences sorted by length: micro-batches of very different token counts.
+    xt, yt, mask = gaviz.demo.make_token_data(sequences=24, seed=2)
+    order = np.argsort(mask.sum(axis=1), kind="stable")
+    xt, yt, mask = xt[order], yt[order], mask[order]
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model = gaviz.demo.make_token_model(seed=2)
+    micro_batches = tf.data.Dataset.from_tensor_slices((xt, yt, mask)).batch(4)
+    assert accumulation_epoch(model, keras.optimizers.SGD(0.5), loss, micro_batches, 3) == 2
+    # Independent reference: each window of 12 sequences as one batch, its
+    # total token loss over its real tokens.
+    reference = gaviz.demo.make_token_model(seed=2)
+    variables, optimizer = reference.trainable_variables, keras.optimizers.SGD(0.5)
+    for start in (0, 12):
+        xb, yb, mb = xt[start:start + 12], yt[start:start + 12], mask[start:start + 12]
+        with tf.GradientTape() as tape:
+            per_token = keras.losses.sparse_categorical_crossentropy(yb, reference(xb), from_logits=True)
+            objective = tf.reduce_sum(per_token * mb) / mb.sum()
+        optimizer.apply_gradients(zip(tape.gradient(objective, variables), variables))
+    assert max_difference(model, reference) < 1e-6
+    assert max_difference(model, gaviz.demo.make_token_model(seed=2)) > 1e-3  # it trained
+
+
 def keep_accumulators(accumulators):
     pass  # PITFALL: the next window adds onto this one's sums
 

@@ -42,10 +42,18 @@ def make_accumulators(variables) -> list:
 # ------------------------------------------------------------- exact pieces
 
 
-def summed_loss(loss, y, y_pred):
-    """Exact: differentiate the micro-batch's *summed* loss; it adds its sample count."""
+def summed_loss(loss, y, y_pred, sample_weight=None):
+    """Exact: differentiate the micro-batch's *summed* loss; it adds its sample count.
+
+    With ``sample_weight`` (a padding mask, say) the weighted sum, and the
+    weights' sum as the count: the window divides by its real tokens, as the
+    trainer's ``normalize="weights"`` does.
+    """
     per_sample = loss.call(y, y_pred) if hasattr(loss, "call") else loss(y, y_pred)
-    return tf.reduce_sum(per_sample), float(tf.shape(per_sample)[0])
+    if sample_weight is None:
+        return tf.reduce_sum(per_sample), float(tf.shape(per_sample)[0])
+    weights = tf.cast(sample_weight, per_sample.dtype)
+    return tf.reduce_sum(per_sample * weights), float(tf.reduce_sum(weights))
 
 
 def divide_by_count(accumulators, sample_count) -> list:
@@ -79,11 +87,13 @@ def accumulation_epoch(model, optimizer, loss, micro_batches, accumulation_steps
 
     Args:
         model, optimizer, loss: a Keras model, the optimizer it steps, a Keras loss.
-        micro_batches: an iterable of ``(x, y)`` micro-batches (a third element,
-            sample weights, is ignored: the course's loop does not weight).
+        micro_batches: an iterable of ``(x, y)`` or ``(x, y, sample_weight)``
+            micro-batches; the sample weights go to ``micro_loss``.
         accumulation_steps: micro-batches per update (k).
-        micro_loss: ``(loss, y, y_pred) -> (objective, count)``: the scalar whose
-            gradient a micro-batch adds, and what it adds to the window's count.
+        micro_loss: ``(loss, y, y_pred[, sample_weight]) -> (objective, count)``:
+            the scalar whose gradient a micro-batch adds, and what it adds to
+            the window's count (``sample_weight`` passed only when the
+            micro-batch has one).
         finish_window: ``(accumulators, sample_count) -> gradients``.
         reset: ``reset(accumulators)``, called after every update.
         end_of_epoch: ``end_of_epoch(window, update)``, called once after the
@@ -106,9 +116,9 @@ def accumulation_epoch(model, optimizer, loss, micro_batches, accumulation_steps
             after_update()
 
     for batch in micro_batches:
-        x, y = batch[0], batch[1]
+        x, y, *sample_weight = batch
         with tf.GradientTape() as tape:
-            objective, count = micro_loss(loss, y, model(x, training=True))
+            objective, count = micro_loss(loss, y, model(x, training=True), *sample_weight)
         for accumulator, gradient in zip(window.accumulators, tape.gradient(objective, variables)):
             accumulator.assign_add(gradient)
         window.sample_count += count
