@@ -36,8 +36,9 @@ class IteratorSource:
         while steps < k and not exhausted:
             # One micro-step at a time (see the module's docstring).
             tf.autograph.experimental.set_loop_options(parallel_iterations=1)
-            element = self.iterator.get_next_as_optional()
-            exhausted = not element.has_value()
+            with tf.name_scope("get_next"):
+                element = self.iterator.get_next_as_optional()
+                exhausted = not element.has_value()
             if not exhausted:
                 sums = micro_step(element.get_value(), sums)
                 steps += 1
@@ -70,9 +71,11 @@ class ArraySource:
         for i in tf.range(consumed):
             # One micro-step at a time (see the module's docstring).
             tf.autograph.experimental.set_loop_options(parallel_iterations=1)
-            begin = start + i * self.batch_size
-            indices = self.order[begin:tf.minimum(begin + self.batch_size, rows)]
-            sums = micro_step(tf.nest.map_structure(lambda a: tf.gather(a, indices), self.arrays), sums)
+            with tf.name_scope("gather"):
+                begin = start + i * self.batch_size
+                indices = self.order[begin:tf.minimum(begin + self.batch_size, rows)]
+                element = tf.nest.map_structure(lambda a: tf.gather(a, indices), self.arrays)
+            sums = micro_step(element, sums)
         self.cursor.assign(tf.minimum(start + consumed * self.batch_size, rows))
         exhausted = consumed == left
         return sums, steps + consumed, consumed, exhausted
