@@ -306,7 +306,9 @@ class AccumulationTrainer(tf.Module):
         with tf.name_scope("all_reduce"):
             totals = self._reduce(sums)
         full = steps >= k
-        closes = full if self.tail == "carry" else full or exhausted
+        # A window ends full or with the data, so only "carry" keeps one open:
+        # a Python True adds no conditional over every sum to each window.
+        closes = full if self.tail == "carry" else True
         due = full or (exhausted and self.tail == "flush" and totals.sample_count > 0)
         with tf.name_scope("finish"):
             loss, grads, finite = self._finish(totals, steps, k)
