@@ -293,7 +293,8 @@ class AccumulationTrainer(tf.Module):
             # window's gradients are still being applied (more memory at the peak).
             tf.autograph.experimental.set_loop_options(parallel_iterations=1)
             sums, steps, result = self._window(source, sums, steps, accumulation_steps)
-            rows = rows.write(done, result.pack())
+            with tf.name_scope("report"):
+                rows = rows.write(done, result.pack())
             done += 1
             go_on = not result.exhausted and (result.finite or not result.due)
         if self.state.carries:
@@ -303,20 +304,28 @@ class AccumulationTrainer(tf.Module):
 
     def _window(self, source, sums, steps, k):
         """One window, in four phases: accumulate, finish, apply, close."""
+        # The name scopes name the phases' ops in a profile (benchmarks/profile_dispatch.py).
         sums, steps, consumed, exhausted = self._accumulate(source, sums, steps, k)
-        totals = self._reduce(sums)
+        with tf.name_scope("all_reduce"):
+            totals = self._reduce(sums)
         full = steps >= k
-        closes = full if self.tail == "carry" else full or exhausted
+        # A window ends full or with the data, so only "carry" keeps one open:
+        # a Python True adds no conditional over every sum to each window.
+        closes = full if self.tail == "carry" else True
         due = full or (exhausted and self.tail == "flush" and totals.sample_count > 0)
-        loss, grads, finite = self._finish(totals, steps, k)
-        applied = self._update(due and finite, grads)
-        self.strategy.run(self._track_window, args=(due and finite, loss, totals.rows))
-        self.state.micro_step.assign_add(consumed)
-        result = WindowResult(
-            applied, due, finite, exhausted, loss, totals.sample_count, steps, consumed, k,
-            totals.rows,
-        )
-        sums, steps = self._close(closes, sums, steps)
+        with tf.name_scope("finish"):
+            loss, grads, finite = self._finish(totals, steps, k)
+        with tf.name_scope("update"):
+            applied = self._update(due and finite, grads)
+        with tf.name_scope("report"):
+            self.strategy.run(self._track_window, args=(due and finite, loss, totals.rows))
+            self.state.micro_step.assign_add(consumed)
+            result = WindowResult(
+                applied, due, finite, exhausted, loss, totals.sample_count, steps, consumed, k,
+                totals.rows,
+            )
+        with tf.name_scope("close"):
+            sums, steps = self._close(closes, sums, steps)
         return sums, steps, result
 
     def _accumulate(self, source, sums, steps, k):
@@ -336,7 +345,7 @@ class AccumulationTrainer(tf.Module):
         # Add once the whole backward pass is done. Added as each gradient
         # arrives, a new sum would be allocated while the micro-batch's
         # activations are still alive, raising the peak by the largest weight.
-        with tf.control_dependencies(micro.gradients):
+        with tf.control_dependencies(micro.gradients), tf.name_scope("add_to_sums"):
             return window.add(sums, micro)
 
     def _micro_sums(self, x, y, sample_weight):
@@ -349,8 +358,9 @@ class AccumulationTrainer(tf.Module):
         """
         with tf.GradientTape() as tape:
             y_pred = self.model(x, training=True)
-            micro = self.objective.micro(y, y_pred, sample_weight)
-            loss_sum = micro.loss_sum + self._forward_loss_sum(y_pred)
+            with tf.name_scope("loss"):
+                micro = self.objective.micro(y, y_pred, sample_weight)
+                loss_sum = micro.loss_sum + self._forward_loss_sum(y_pred)
             # A loss-scaling optimizer's scale (1 for others) keeps float16
             # gradients from underflowing; the optimizer unscales once per window.
             scaled = self.optimizer.scale_loss(loss_sum)

@@ -126,7 +126,7 @@ def finish(gradients, divisor, regularization_gradients=None) -> list:
     ``g = sum / divisor + grad(penalty)``. A zero divisor (an empty window)
     gives zeros, never NaN.
     """
-    grads = [tf.math.divide_no_nan(a, tf.cast(divisor, a.dtype)) for a in gradients]
+    grads = _divide_no_nan(gradients, divisor)
     if regularization_gradients is not None:
         grads = [g + tf.cast(r, g.dtype) for g, r in zip(grads, regularization_gradients)]
     return grads
@@ -180,11 +180,33 @@ def _like(values, losses):
     return values
 
 
+def _divide_no_nan(tensors, divisor) -> list:
+    """``tf.math.divide_no_nan(t, divisor)`` for each tensor, with one test of the divisor.
+
+    The same values (a true division, zeros for a zero divisor), but
+    TensorFlow's DivNoNan kernel tests every entry and, on a CPU, takes about
+    4x a plain division: on a small model it was a sixth of an epoch
+    (benchmarks/profile_dispatch.py).
+    """
+    divisor = tf.convert_to_tensor(divisor)
+    return tf.cond(
+        tf.not_equal(divisor, 0),
+        lambda: [t / tf.cast(divisor, t.dtype) for t in tensors],
+        lambda: [tf.zeros_like(t) for t in tensors],
+    )
+
+
 def all_finite(loss, gradients):
-    """True when the loss and every gradient entry are finite (one reduction per tensor)."""
-    checks = [tf.reduce_all(tf.math.is_finite(loss))]
-    checks += [tf.reduce_all(tf.math.is_finite(g)) for g in gradients]
-    return tf.reduce_all(tf.stack(checks))
+    """True when the loss and every gradient entry are finite.
+
+    ``x * 0`` is 0 for a finite ``x`` and NaN for an infinite or NaN one, and
+    a sum holding a NaN is NaN: one multiply and one sum per tensor, about
+    half the time of ``reduce_all(is_finite(x))`` on a CPU, and never a false
+    alarm (a sum of finite values may overflow, a sum of zeros cannot).
+    """
+    zeros = [tf.reduce_sum(tf.cast(loss, tf.float32) * 0.0)]
+    zeros += [tf.cast(tf.reduce_sum(g * tf.zeros([], g.dtype)), tf.float32) for g in gradients]
+    return tf.math.is_finite(tf.add_n(zeros))
 
 
 def accumulator_dtype(variable):
