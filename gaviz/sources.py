@@ -68,19 +68,15 @@ class ArraySource:
         rows = tf.shape(self.order, out_type=tf.int64)[0]
         left = (rows - start + self.batch_size - 1) // self.batch_size
         consumed = tf.minimum(k - steps, left)
-        end = tf.minimum(start + consumed * self.batch_size, rows)
-        # The window's rows, cut before the loop: every tensor the loop reads
-        # is a loop variable, with a few control-flow ops per micro-step each.
-        window_order = self.order[start:end]
         for i in tf.range(consumed):
             # One micro-step at a time (see the module's docstring).
             tf.autograph.experimental.set_loop_options(parallel_iterations=1)
             with tf.name_scope("gather"):
-                # Slicing stops at the window's end: the last micro-batch may be short.
-                indices = window_order[i * self.batch_size:(i + 1) * self.batch_size]
+                begin = start + i * self.batch_size
+                indices = self.order[begin:tf.minimum(begin + self.batch_size, rows)]
                 element = tf.nest.map_structure(lambda a: tf.gather(a, indices), self.arrays)
             sums = micro_step(element, sums)
-        self.cursor.assign(end)
+        self.cursor.assign(tf.minimum(start + consumed * self.batch_size, rows))
         exhausted = consumed == left
         return sums, steps + consumed, consumed, exhausted
 

@@ -181,19 +181,19 @@ def _like(values, losses):
 
 
 def _divide_no_nan(tensors, divisor) -> list:
-    """``tf.math.divide_no_nan(t, divisor)`` for each tensor, with one test of the divisor.
+    """Each tensor over ``divisor``; a zero divisor (an empty window, whose sums
+    are zeros) gives zeros, never NaN.
 
-    The same values (a true division, zeros for a zero divisor), but
-    TensorFlow's DivNoNan kernel tests every entry and, on a CPU, takes about
-    4x a plain division: on a small model it was a sixth of an epoch
-    (benchmarks/profile_dispatch.py).
+    A true division by a divisor made safe once, not ``tf.math.divide_no_nan``:
+    its kernel tests every entry and, on a CPU, takes about 4x a plain
+    division, on a small model a sixth of an epoch
+    (benchmarks/profile_dispatch.py). Not a ``tf.cond`` either: its branch
+    outputs all stay alive together, about two more copies of the weights at
+    the window's peak (tests/test_benchmarks.py).
     """
     divisor = tf.convert_to_tensor(divisor)
-    return tf.cond(
-        tf.not_equal(divisor, 0),
-        lambda: [t / tf.cast(divisor, t.dtype) for t in tensors],
-        lambda: [tf.zeros_like(t) for t in tensors],
-    )
+    safe = tf.where(tf.equal(divisor, 0), tf.ones_like(divisor), divisor)
+    return [t / tf.cast(safe, t.dtype) for t in tensors]
 
 
 def all_finite(loss, gradients):
