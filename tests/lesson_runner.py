@@ -17,6 +17,7 @@ import nbformat
 from nbclient import NotebookClient
 
 LESSONS = pathlib.Path(__file__).resolve().parents[1] / "lessons"
+MEMORY_LIMIT_MIB = 1536  # Binder gives 1-2 GB: a lesson's kernel peaks below this
 # The kernel's own peak resident memory, in KiB. Linux's VmHWM counts only the
 # program the kernel runs; getrusage's ru_maxrss would also count the process it
 # was forked from (Linux keeps the larger of the two across exec), so a kernel
@@ -36,6 +37,22 @@ _s.stdout.write(f"GAVIZ_PEAK_KIB={_peak}\\n")
 def peak_mib(text):
     """The peak PEAK_PROBE printed in ``text``, in MiB."""
     return int(text.split("GAVIZ_PEAK_KIB=")[1].split()[0]) / 1024
+
+
+def process_peak_mib(pid):
+    """The peak resident memory (VmHWM) of another running process, in MiB."""
+    status = pathlib.Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines()
+                    if line.startswith("VmHWM:"))) / 1024
+
+
+def faults(name, run):
+    """What is wrong with one run of a lesson, as lines (none when it passed)."""
+    found = [f"{name}: red output in code cell {number}:\n{text}" for number, text in run.red]
+    if run.peak_mib >= MEMORY_LIMIT_MIB:
+        found.append(f"{name}: kernel peaked at {run.peak_mib:.0f} MiB, over Binder's "
+                     f"{MEMORY_LIMIT_MIB} MiB")
+    return found
 
 
 def lesson_paths():
@@ -95,10 +112,10 @@ def main(paths):
         try:
             run = run_lesson(path)
             print(f"{path.name}: {run.seconds:.1f} s, peak {run.peak_mib:.0f} MiB", flush=True)
-            if run.red:
-                failed += 1
-                for number, text in run.red:
-                    print(f"{path.name}: FAILED red output in code cell {number}:\n{text}", flush=True)
+            found = faults(path.name, run)
+            failed += bool(found)
+            for fault in found:
+                print(f"FAILED {fault}", flush=True)
         except Exception as error:  # noqa: BLE001 - report every lesson, then fail
             failed += 1
             print(f"{path.name}: FAILED {type(error).__name__}: {str(error)[:2000]}", flush=True)

@@ -5,7 +5,9 @@ them (binder/overrides.json, installed by binder/postBuild), on a copy of
 lessons/. Checked: no news prompt covers the lesson; every lesson opens
 without the unsaved-changes dot; every lesson, run top to bottom (Run All
 Cells), shows no red output box (stderr or an error) and no widget that
-failed to display. Skipped like test_dashboard_in_jupyterlab.py where
+failed to display, and its kernel peaks under Binder's memory. This walk is
+make test's run of the lessons: where it is collected, tests/conftest.py skips
+test_lessons.py's nbclient runs, which check the same. Skipped like test_dashboard_in_jupyterlab.py where
 Chromium or Playwright is missing, unless GAVIZ_REQUIRE_BROWSER is set.
 """
 
@@ -18,6 +20,7 @@ import urllib.request
 
 import pytest
 
+from lesson_runner import LessonRun, faults, process_peak_mib
 from test_dashboard_in_jupyterlab import CHROMIUM, FLAGS, serve_lab
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402  (after the skip above)
@@ -69,17 +72,35 @@ def assert_not_modified(page, name, seconds=6):
         page.wait_for_timeout(250)
 
 
-def shut_down_kernels(url):
+def kernel_ids(url):
     with urllib.request.urlopen(f"{url}/api/kernels", timeout=10) as response:
-        kernels = json.load(response)
-    for kernel in kernels:
-        request = urllib.request.Request(f"{url}/api/kernels/{kernel['id']}", method="DELETE")
+        return [kernel["id"] for kernel in json.load(response)]
+
+
+def kernel_peak_mib(url):
+    """The largest peak resident memory among the server's running kernels: each
+    kernel process names its connection file, kernel-<id>.json, on its command line."""
+    names = [f"kernel-{kernel}.json".encode() for kernel in kernel_ids(url)]
+    peaks = []
+    for cmdline in pathlib.Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if any(name in cmdline.read_bytes() for name in names):
+                peaks.append(process_peak_mib(cmdline.parent.name))
+        except OSError:  # the process ended while we looked
+            continue
+    assert peaks, f"no kernel process found for {names}"
+    return max(peaks)
+
+
+def shut_down_kernels(url):
+    for kernel in kernel_ids(url):
+        request = urllib.request.Request(f"{url}/api/kernels/{kernel}", method="DELETE")
         urllib.request.urlopen(request, timeout=30)
 
 
 def test_lessons_open_clean_and_run_without_red(lab):
     names = sorted(p.name for p in LESSONS.glob("[0-9][0-9]_*.ipynb"))
-    red = []
+    found = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
         try:
@@ -90,13 +111,15 @@ def test_lessons_open_clean_and_run_without_red(lab):
                 if number == 0:
                     # The news question is asked as JupyterLab starts; it is settled by now.
                     expect(page.get_by_text(NEWS)).to_have_count(0)
+                start = time.monotonic()
                 run_all_cells(page, name)
-                red += [(name, cell, text) for cell, text in red_boxes(page)]
+                run = LessonRun(time.monotonic() - start, kernel_peak_mib(lab), red_boxes(page))
+                print(f"{name}: {run.seconds:.1f} s, peak {run.peak_mib:.0f} MiB", flush=True)
+                found += faults(name, run)
                 shut_down_kernels(lab)
         finally:
             browser.close()
-    assert red == [], "red output a newcomer sees:\n" + "\n".join(
-        f"{name}, code cell {cell}: {text}" for name, cell, text in red)
+    assert found == [], "what a newcomer would see go wrong:\n" + "\n".join(found)
 
 
 def run_all_cells(page, name, timeout=600):
