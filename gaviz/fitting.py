@@ -121,7 +121,8 @@ class _Run:
         while not self.trainer.stop_training:
             self.callbacks.on_train_batch_begin(step)
             started = time.perf_counter()
-            rows = call(self.windows.next(), k_tensor).numpy()
+            rows, done = call(self.windows.next(), k_tensor)
+            rows = rows.numpy()[: int(done)]
             self.windows.observe(time.perf_counter() - started, len(rows))
             results = [WindowResult.unpack(row) for row in rows]
             consumed += sum(r.consumed for r in results)
@@ -218,6 +219,8 @@ class CallSize:
     def __init__(self, windows_per_call, workers=1):
         self.auto = windows_per_call == "auto"
         self.size = 1 if self.auto else windows_per_call
+        #: The most windows a call may ever run (the graph's result rows).
+        self.capacity = AUTO_MAX_WINDOWS if self.auto else windows_per_call
         self.may_grow = self.auto and workers == 1
         self.listening = False
         self._tensors = {}
@@ -309,20 +312,20 @@ class ArrayFeed:
 
     def __init__(self, trainer, arrays, rows, batch_size, shuffle):
         self.trainer, self.arrays, self.rows = trainer, arrays, rows
-        self.batch_size = tf.constant(batch_size, tf.int64)
+        self.batch_size = batch_size
         self.shuffle = shuffle
         self.element_spec = tf.nest.map_structure(
             lambda t: tf.TensorSpec((None, *t.shape[1:]), t.dtype), arrays
         )
 
     def micro_batches(self) -> int:
-        return -(-self.rows // int(self.batch_size))
+        return -(-self.rows // self.batch_size)
 
     def updates_per_epoch(self, k, tail) -> int | None:
         return _updates_per_epoch(self.micro_batches(), k, tail)
 
     def first(self):
-        size = min(int(self.batch_size), self.rows)
+        size = min(self.batch_size, self.rows)
         if size == 0:
             raise ValueError("`x` is empty: it has no rows.")
         return tf.nest.map_structure(lambda t: t[:size], self.arrays)
@@ -332,7 +335,9 @@ class ArrayFeed:
         self.trainer.state.array_cursor.assign(0)
         order = sources.epoch_order(self.rows, self.shuffle)
         function = self.trainer._array_windows_fn
-        return lambda max_windows, k: function(self.arrays, order, self.batch_size, max_windows, k)
+        return lambda max_windows, k: function(
+            self.arrays, order, self.batch_size, self.rows, max_windows, k
+        )
 
 
 def _updates_per_epoch(micro_batches, k, tail):

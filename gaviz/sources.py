@@ -27,6 +27,9 @@ import tensorflow as tf
 class IteratorSource:
     """Micro-batches pulled from a ``tf.data`` iterator, one optional at a time."""
 
+    #: XLA cannot compile an iterator's ops: only each micro-step is compiled.
+    compiled = False
+
     def __init__(self, iterator):
         self.iterator = iterator
 
@@ -49,36 +52,51 @@ class IteratorSource:
 class ArraySource:
     """Micro-batches cut from in-memory tensors, ``batch_size`` rows at a time.
 
+    Every micro-batch but the epoch's last has the static shape
+    ``[batch_size, ...]``, which XLA needs to compile the whole window loop
+    (``compiled``): the full ones run in a counted loop, the short last one
+    (when ``rows`` is not a multiple of ``batch_size``) as a step of its own.
+
     Args:
         arrays: the tensors ``(x, y)`` or ``(x, y, sample_weight)`` (``x``
-            and ``y`` may be nests), all with the same number of rows.
+            and ``y`` may be nests), all with ``rows`` rows.
         order: the epoch's row order (int64 indices).
         cursor: an int64 variable: the next row of ``order`` to read.
-        batch_size: rows per micro-batch (the last one may be shorter).
+        batch_size: rows per micro-batch (a Python int).
+        rows: rows in the arrays (a Python int).
+        compiled: whether the caller compiles the loop with XLA.
     """
 
-    def __init__(self, arrays, order, cursor, batch_size):
+    def __init__(self, arrays, order, cursor, batch_size: int, rows: int, compiled=False):
         self.arrays, self.order, self.cursor = arrays, order, cursor
-        self.batch_size = tf.cast(batch_size, tf.int64)
+        self.batch_size, self.rows, self.compiled = batch_size, rows, compiled
 
     def accumulate(self, micro_step, sums, steps, k):
         # How many micro-batches this window takes is known before it starts:
         # a counted loop, no end-of-data test per micro-step.
+        size = self.batch_size
         start = self.cursor.read_value()
-        rows = tf.shape(self.order, out_type=tf.int64)[0]
-        left = (rows - start + self.batch_size - 1) // self.batch_size
+        left = (self.rows - start + size - 1) // size
         consumed = tf.minimum(k - steps, left)
-        for i in tf.range(consumed):
+        full = tf.minimum(consumed, (self.rows - start) // size)
+        i = tf.constant(0, tf.int64)
+        while i < full:  # not tf.range, which XLA cannot compile
             # One micro-step at a time (see the module's docstring).
             tf.autograph.experimental.set_loop_options(parallel_iterations=1)
-            with tf.name_scope("gather"):
-                begin = start + i * self.batch_size
-                indices = self.order[begin:tf.minimum(begin + self.batch_size, rows)]
-                element = tf.nest.map_structure(lambda a: tf.gather(a, indices), self.arrays)
-            sums = micro_step(element, sums)
-        self.cursor.assign(tf.minimum(start + consumed * self.batch_size, rows))
+            sums = micro_step(self._cut(start + i * size, size), sums)
+            i += 1
+        short = self.rows % size
+        if short and full < consumed:  # the epoch's last, short micro-batch
+            sums = micro_step(self._cut(self.rows - short, short), sums)
+        self.cursor.assign(tf.minimum(start + consumed * size, self.rows))
         exhausted = consumed == left
         return sums, steps + consumed, consumed, exhausted
+
+    def _cut(self, begin, size: int):
+        """Rows ``order[begin:begin + size]`` of every array (a static ``size``)."""
+        with tf.name_scope("gather"):
+            indices = tf.slice(self.order, tf.reshape(begin, [1]), [size])
+            return tf.nest.map_structure(lambda a: tf.gather(a, indices), self.arrays)
 
 
 def as_arrays(x, y, sample_weight):

@@ -78,7 +78,13 @@ class AccumulationTrainer(tf.Module):
             batch); ``"weights"``, its total sample weight, e.g. the number of
             real tokens when the weights mask padding (the fix Hugging Face
             adopted for token-level losses); ``"sum"``, nothing.
-        jit_compile: compile each micro-step's forward and backward pass with XLA.
+        jit_compile: compile with XLA. On arrays (``fit(x, y)``), the whole
+            graph call is one XLA program: micro-steps, updates and the
+            window loop, which on a small model removes most of what a
+            window costs beyond its arithmetic (benchmarks/bench_dispatch.py).
+            On a ``tf.data.Dataset``, whose iterator XLA cannot compile, each
+            micro-step's forward and backward pass is. The model's layers
+            must have XLA kernels.
         strategy: a ``tf.distribute.Strategy`` (default: the one in scope).
             Build the model and optimizer under ``strategy.scope()`` and batch
             the dataset with the global micro-batch size: each global
@@ -172,7 +178,11 @@ class AccumulationTrainer(tf.Module):
         if model.built and model.trainable_variables:
             self._build()
         self._windows_fn = tf.function(self._iterator_windows)
-        self._array_windows_fn = tf.function(self._array_windows, reduce_retracing=True)
+        # Arrays: with jit_compile, XLA compiles the whole call (every
+        # micro-step, update and window loop in one program).
+        self._array_windows_fn = tf.function(
+            self._array_windows, reduce_retracing=True, jit_compile=self.jit_compile
+        )
         self._micro_sums_fn = (
             tf.function(self._micro_sums, jit_compile=True) if jit_compile else self._micro_sums
         )
@@ -271,12 +281,15 @@ class AccumulationTrainer(tf.Module):
     def _iterator_windows(self, iterator, max_windows, accumulation_steps):
         return self._windows(sources.IteratorSource(iterator), max_windows, accumulation_steps)
 
-    def _array_windows(self, arrays, order, batch_size, max_windows, accumulation_steps):
-        source = sources.ArraySource(arrays, order, self.state.array_cursor, batch_size)
+    def _array_windows(self, arrays, order, batch_size, rows, max_windows, accumulation_steps):
+        source = sources.ArraySource(
+            arrays, order, self.state.array_cursor, batch_size, rows, compiled=self.jit_compile
+        )
         return self._windows(source, max_windows, accumulation_steps)
 
     def _windows(self, source, max_windows, accumulation_steps):
-        """Runs up to ``max_windows`` windows; one packed WindowResult row each.
+        """Runs up to ``max_windows`` windows; returns ``(rows, done)``: one
+        packed WindowResult row per window, the first ``done`` of them filled.
 
         Stops early when the dataset runs out or a due window is not finite
         (so the error is raised with the weights of the update before it).
@@ -284,7 +297,10 @@ class AccumulationTrainer(tf.Module):
         variables = self.model.trainable_variables
         sums = self.strategy.run(self.state.replica_load, args=(variables,))
         steps = self.state.micro_steps_in_window.read_value()
-        rows = tf.TensorArray(tf.float64, size=0, dynamic_size=True)
+        # A fixed size, as XLA needs: the most windows a call may run.
+        rows = tf.TensorArray(
+            tf.float64, size=self.call_size.capacity, element_shape=[len(WindowResult._fields)]
+        )
         done = tf.constant(0)
         go_on = tf.constant(True)
         while go_on and done < max_windows:
@@ -300,7 +316,7 @@ class AccumulationTrainer(tf.Module):
         if self.state.carries:
             self.strategy.run(self.state.replica_store, args=(sums,))
         self.state.micro_steps_in_window.assign(steps)
-        return rows.stack()
+        return rows.stack(), done
 
     def _window(self, source, sums, steps, k):
         """One window, in four phases: accumulate, finish, apply, close."""
@@ -331,14 +347,17 @@ class AccumulationTrainer(tf.Module):
     def _accumulate(self, source, sums, steps, k):
         """Micro-steps until the window is full or the data runs out."""
 
+        # Inside an XLA program already, the micro-step is not compiled again.
+        micro_sums = self._micro_sums if source.compiled else self._micro_sums_fn
+
         def micro_step(element, sums):
-            return self.strategy.run(self._replica_micro_step, args=(element, sums))
+            return self.strategy.run(self._replica_micro_step, args=(element, sums, micro_sums))
 
         return source.accumulate(micro_step, sums, steps, k)
 
-    def _replica_micro_step(self, element, sums):
+    def _replica_micro_step(self, element, sums, micro_sums):
         """Adds one micro-batch to this replica's running sums (no communication)."""
-        micro = self.rule.contribution(self._micro_sums_fn(*_unpack(element)))
+        micro = self.rule.contribution(micro_sums(*_unpack(element)))
         if self.rule.clip_micro_batches:
             micro = self._clip_mean_gradient(micro)
         micro = self.on_micro_batch(micro)

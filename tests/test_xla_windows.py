@@ -1,0 +1,113 @@
+"""``jit_compile=True`` on arrays: the whole graph call is one XLA program.
+
+Every micro-step, the window's finish, the update and the window loop are
+compiled together, so each test holds that program to the same references
+as the default path: the independent big-batch trainer and Keras's own
+``Model.fit`` on the big batch.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gaviz
+from helpers import assert_same_history, clone, make_mlp, make_tagger, padded_tokens, weight_gap
+from reference import group_windows, train_big_batches
+
+B, K = 8, 3  # 100 rows: 12 micro-batches of 8 and a short one of 4
+TOLERANCE = 1e-5
+MSE = keras.losses.MeanSquaredError(reduction=None)
+
+
+def weighted(regression_data):
+    x, y = regression_data
+    return x, y, np.random.default_rng(1).uniform(size=len(x)).astype("float32")
+
+
+def micro_of(x, y, w):
+    return [(x[i:i + B], y[i:i + B], w[i:i + B]) for i in range(0, len(x), B)]
+
+
+def test_the_whole_call_is_one_xla_program(regression_data):
+    x, y, _ = weighted(regression_data)
+    trainer = gaviz.AccumulationTrainer(
+        make_mlp(), keras.optimizers.SGD(0.1), "mse", K, jit_compile=True
+    )
+    trainer.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0)
+    arrays = (tf.constant(x), tf.constant(y))
+    order = tf.range(len(x), dtype=tf.int64)
+    hlo = trainer._array_windows_fn.experimental_get_compiler_ir(
+        arrays, order, B, len(x), tf.constant(4), tf.constant(K, tf.int64)
+    )(stage="hlo")
+    # One program holding the window loop, the micro-steps' matrix products
+    # and the update: nothing of the call is left outside XLA.
+    assert "while" in hlo and "dot(" in hlo
+
+
+@pytest.mark.parametrize("tail", ["flush", "drop", "carry"])
+def test_tails_and_weights_match_the_big_batch_reference(regression_data, tail):
+    x, y, w = weighted(regression_data)
+    model = make_mlp()
+    reference = clone(model)
+    trainer = gaviz.AccumulationTrainer(
+        model, keras.optimizers.Adam(0.01), "mse", K, tail=tail, jit_compile=True
+    )
+    history = trainer.fit(x, y, batch_size=B, epochs=2, shuffle=False, sample_weight=w, verbose=0)
+    windows = group_windows(micro_of(x, y, w), K, tail, 2)
+    train_big_batches(reference, keras.optimizers.Adam(0.01), MSE, windows)
+    assert weight_gap(model, reference) < TOLERANCE
+    assert len(history) == len(windows)
+    assert int(trainer.micro_step.numpy()) == 26
+
+
+def test_a_mask_and_a_metric_match_keras_fit():
+    tokens, labels = padded_tokens(100)
+    model = make_tagger(mask_zero=True)
+    reference = clone(model)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(optimizer=keras.optimizers.SGD(0.5), loss=loss, metrics=["accuracy"])
+    reference.compile(optimizer=keras.optimizers.SGD(0.5), loss=loss, metrics=["accuracy"])
+    trainer = gaviz.AccumulationTrainer(model, accumulation_steps=K, jit_compile=True)
+    history = trainer.fit(tokens, labels, batch_size=B, epochs=2, shuffle=False, verbose=0)
+    expected = reference.fit(
+        tokens, labels, batch_size=K * B, epochs=2, shuffle=False, verbose=0
+    )
+    assert weight_gap(model, reference) < TOLERANCE
+    assert_same_history(history.history, expected.history)
+
+
+def test_a_schedule_of_k_is_traced_once_and_agrees_with_the_default_path(regression_data):
+    x, y, _ = weighted(regression_data)
+    schedule = {1: 1, 2: 2, 3: 4}.__getitem__
+    models, histories = [], []
+    for jit_compile in (False, True):
+        keras.utils.set_random_seed(5)  # the same shuffled orders for both
+        model = make_mlp()
+        trainer = gaviz.AccumulationTrainer(
+            model, keras.optimizers.Adam(0.01), "mse", schedule, jit_compile=jit_compile
+        )
+        histories.append(trainer.fit(x, y, batch_size=B, epochs=3, verbose=0))
+        assert trainer.tracing_count == 1
+        models.append(model)
+    assert weight_gap(*models) < TOLERANCE
+    assert histories[1].accumulation_steps == histories[0].accumulation_steps
+    np.testing.assert_allclose(histories[1].loss, histories[0].loss, rtol=1e-5)
+
+
+def test_a_non_finite_window_is_not_applied(regression_data):
+    x, y, _ = weighted(regression_data)
+    x = x.copy()
+    x[2 * K * B + 1] = np.nan  # in the third window
+    model = make_mlp()
+    reference = clone(model)
+    trainer = gaviz.AccumulationTrainer(
+        model, keras.optimizers.Adam(0.01), "mse", K, jit_compile=True
+    )
+    with pytest.raises(gaviz.NonFiniteUpdate) as raised:
+        trainer.fit(x, y, batch_size=B, shuffle=False, verbose=0)
+    assert raised.value.update == 3
+    assert int(trainer.optimizer.iterations.numpy()) == 2
+    micro = [(x[i:i + B], y[i:i + B]) for i in range(0, len(x), B)]
+    train_big_batches(reference, keras.optimizers.Adam(0.01), MSE, group_windows(micro, K, "flush", 1)[:2])
+    assert weight_gap(model, reference) < TOLERANCE
