@@ -84,21 +84,22 @@ def gaviz_epoch(model, dataset, accumulation_steps):
     return lambda: trainer.fit(dataset, epochs=1, verbose=0)
 
 
-def gaviz_arrays_epoch(model, dataset, accumulation_steps):
+def gaviz_arrays_epoch(model, dataset, accumulation_steps, jit_compile=False):
     """gaviz given the arrays (micro-batches gathered inside the graph)."""
     x, y = (np.concatenate(part) for part in zip(*dataset.as_numpy_iterator()))
     batch = int(next(iter(dataset))[0].shape[0])
     trainer = gaviz.AccumulationTrainer(
-        model, keras.optimizers.SGD(LR), loss_object(), accumulation_steps
+        model, keras.optimizers.SGD(LR), loss_object(), accumulation_steps,
+        jit_compile=jit_compile,
     )
     return lambda: trainer.fit(x, y, batch_size=batch, epochs=1, shuffle=False, verbose=0)
 
 
-def plain_epoch(model, dataset):
+def plain_epoch(model, dataset, jit_compile=False):
     """The textbook step: one batch, one gradient, one update; no accumulation."""
     optimizer, loss_fn = keras.optimizers.SGD(LR), loss_object()
 
-    @tf.function
+    @tf.function(jit_compile=jit_compile)
     def step(x, y):
         with tf.GradientTape() as tape:
             loss = loss_fn(y, model(x, training=True))
@@ -116,6 +117,8 @@ GAVIZ = f"gaviz, micro-batch {MICRO} x k = {K}"
 GAVIZ_ARRAYS = f"gaviz on arrays, micro-batch {MICRO} x k = {K}"
 PLAIN_SMALL = f"plain step, batch {MICRO}"
 PLAIN_BIG = f"plain step, batch {MICRO * K}"
+GAVIZ_XLA = f"gaviz on arrays, jit_compile=True, micro-batch {MICRO} x k = {K}"
+PLAIN_XLA = f"plain step under XLA, batch {MICRO}"
 # name -> (batch size of the dataset, epoch maker taking (model, dataset))
 CONFIGURATIONS = {
     GAVIZ: (MICRO, functools.partial(gaviz_epoch, accumulation_steps=K)),
@@ -125,6 +128,11 @@ CONFIGURATIONS = {
         MICRO * K, functools.partial(gaviz_epoch, accumulation_steps=1)
     ),
     GAVIZ_ARRAYS: (MICRO, functools.partial(gaviz_arrays_epoch, accumulation_steps=K)),
+    # XLA plans a program's buffers itself: its peak is held to XLA's plain step.
+    GAVIZ_XLA: (
+        MICRO, functools.partial(gaviz_arrays_epoch, accumulation_steps=K, jit_compile=True)
+    ),
+    PLAIN_XLA: (MICRO, functools.partial(plain_epoch, jit_compile=True)),
 }
 
 
@@ -180,6 +188,7 @@ def main(argv=None):
     first = measured[GAVIZ][0]
     parameter_bytes = first["parameter_bytes"]
     extra = growth[GAVIZ] - growth[PLAIN_SMALL]
+    extra_xla = growth[GAVIZ_XLA] - growth[PLAIN_XLA]
     rows = [[name, mib[name], mib[name] / mib[PLAIN_SMALL]] for name in CONFIGURATIONS]
     per_sample = (mib[PLAIN_BIG] - mib[PLAIN_SMALL]) / (MICRO * K - MICRO)
     fixed = mib[PLAIN_SMALL] - MICRO * per_sample
@@ -200,6 +209,11 @@ def main(argv=None):
             harness.target(
                 "accumulation's extra peak over plain batch 32, in parameter bytes",
                 extra / parameter_bytes, 1.5, "x parameter bytes", at_least=False,
+            ),
+            harness.target(
+                "with jit_compile=True: accumulation's extra peak over XLA's plain batch 32, "
+                "in parameter bytes",
+                extra_xla / parameter_bytes, 1.5, "x parameter bytes", at_least=False,
             ),
             harness.target(
                 "plain batch 256's peak / accumulation's (the same 256 samples per update)",
