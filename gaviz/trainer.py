@@ -84,7 +84,10 @@ class AccumulationTrainer(tf.Module):
             window costs beyond its arithmetic (benchmarks/bench_dispatch.py).
             On a ``tf.data.Dataset``, whose iterator XLA cannot compile, each
             micro-step's forward and backward pass is. The model's layers
-            must have XLA kernels.
+            must have XLA kernels. XLA plans the program's memory itself:
+            still one micro-batch's activations at a time, but its peak
+            holds several copies of the weights (benchmarks/bench_memory.py),
+            so where memory is the constraint, leave it off.
         strategy: a ``tf.distribute.Strategy`` (default: the one in scope).
             Build the model and optimizer under ``strategy.scope()`` and batch
             the dataset with the global micro-batch size: each global
