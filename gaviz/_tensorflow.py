@@ -48,6 +48,10 @@ _START_UP_NOISE = (
     "computation placer already registered",
     # A full `tensorflow` wheel on a machine without TensorRT.
     "TF-TRT Warning: Could not find TensorRT",
+    # The first float16 op (mixed_float16) on a CPU without AVX-512 FP16: oneDNN
+    # leaves float16 to TensorFlow's Eigen kernels. Logged once, as an error; the
+    # numbers are right. (The trainer's first forward pass is filtered for it.)
+    "oneDNN supports DT_HALF only on platforms with",
 )
 # A full `tensorflow` wheel on a machine without an NVIDIA driver logs the
 # missing driver (an informational record), then an error when it tries to
@@ -115,8 +119,12 @@ class _PythonStderr:
 
 
 @contextlib.contextmanager
-def _native_stderr_filtered():
-    """Sends file descriptor 2 to a temporary file meanwhile; writes back what matters."""
+def native_log_filtered():
+    """Sends file descriptor 2 to a temporary file meanwhile; writes back what matters.
+
+    Used while TensorFlow loads, and around the trainer's first forward pass
+    (where a model's first float16 op runs). All of it is kept in ``startup_log``.
+    """
     global startup_log
     try:
         saved = os.dup(2)
@@ -167,7 +175,7 @@ def import_tensorflow():
             "gaviz needs TensorFlow, and no TensorFlow is installed. "
             + INSTALL_HELP.format(minimum=minimum)
         )
-    with _native_stderr_filtered():
+    with native_log_filtered():
         tf = importlib.import_module("tensorflow")
         # Finding the devices loads the CUDA plugin, which logs too. Only the
         # physical devices: the logical ones can still be configured after this.

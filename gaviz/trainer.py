@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 import keras
 import tensorflow as tf
 
-from gaviz import checks, compiling, fitting, rules, sources, window
+from gaviz import _tensorflow, checks, compiling, fitting, rules, sources, window
 from gaviz.history import History, Update
 from gaviz.objective import Objective
 from gaviz.state import TrainerState
@@ -613,7 +613,8 @@ class AccumulationTrainer(tf.Module):
             return
         first = feed.first()
         x, y, sample_weight = _unpack(first)
-        y_pred = self.model(x, training=False)
+        with _tensorflow.native_log_filtered():  # e.g. float16's fallback log on some CPUs
+            y_pred = self.model(x, training=False)
         if not self._built:
             if not self.model.trainable_variables:
                 raise ValueError("`model` has no trainable variables: nothing to train.")

@@ -64,6 +64,36 @@ def test_import_is_silent():
     assert int(result.stdout) > 0, "TensorFlow printed nothing to silence: the test proves nothing"
 
 
+HALF_FALLBACK = ("E0000 00:00:1795465995.721442   22820 util.cc:131] oneDNN supports DT_HALF only "
+                 "on platforms with AVX-512. Falling back to the default Eigen-based "
+                 "implementation if present.\n")
+
+
+def test_float16s_fallback_log_is_noise():
+    assert _tensorflow.filter_startup_log(STARTUP + HALF_FALLBACK) == ""
+
+
+def test_mixed_float16_training_shows_no_native_log():
+    """On a CPU without AVX-512 FP16 (this project's CI machines, some of them),
+    TensorFlow logs float16's fallback as an error at the first float16 op: the
+    trainer's first forward pass, which gaviz filters (the log keeps it)."""
+    result = run_python(
+        "import gaviz, gaviz._tensorflow as t, keras\n"
+        "keras.mixed_precision.set_global_policy('mixed_float16')\n"
+        "x, y = gaviz.demo.make_data(64, seed=0)\n"
+        "trainer = gaviz.AccumulationTrainer(gaviz.demo.make_model(seed=0),\n"
+        "    keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.01)), 'mse', 2)\n"
+        "trainer.fit(x, y, batch_size=16, verbose=0)\n"
+        "print('DT_HALF' in t.startup_log)\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    with open("/proc/cpuinfo") as cpuinfo:
+        fast_half = "avx512_fp16" in cpuinfo.read()
+    # Where the CPU lacks fast float16, the message was logged, and caught.
+    assert result.stdout.strip() == str(not fast_half)
+
+
 def test_logging_set_up_during_the_import_still_works():
     # TensorFlow's and absl's logging handlers are made while gaviz imports
     # TensorFlow, and keep the sys.stderr of that moment.
