@@ -13,7 +13,7 @@ import tensorflow as tf
 
 import gaviz
 from helpers import assert_same_history, clone, make_mlp, make_tagger, padded_tokens, weight_gap
-from reference import group_windows, train_big_batches
+from reference import group_windows, micro_batches, train_big_batches
 
 B, K = 8, 3  # 100 rows: 12 micro-batches of 8 and a short one of 4
 TOLERANCE = 1e-5
@@ -25,8 +25,8 @@ def weighted(regression_data):
     return x, y, np.random.default_rng(1).uniform(size=len(x)).astype("float32")
 
 
-def micro_of(x, y, w):
-    return [(x[i:i + B], y[i:i + B], w[i:i + B]) for i in range(0, len(x), B)]
+def micro_of(x, y, w=None):
+    return micro_batches(x, y, [B] * (len(x) // B) + [len(x) % B], w)
 
 
 def test_the_whole_call_is_one_xla_program(regression_data):
@@ -108,6 +108,6 @@ def test_a_non_finite_window_is_not_applied(regression_data):
         trainer.fit(x, y, batch_size=B, shuffle=False, verbose=0)
     assert raised.value.update == 3
     assert int(trainer.optimizer.iterations.numpy()) == 2
-    micro = [(x[i:i + B], y[i:i + B]) for i in range(0, len(x), B)]
-    train_big_batches(reference, keras.optimizers.Adam(0.01), MSE, group_windows(micro, K, "flush", 1)[:2])
+    windows = group_windows(micro_of(x, y), K, "flush", 1)[:2]
+    train_big_batches(reference, keras.optimizers.Adam(0.01), MSE, windows)
     assert weight_gap(model, reference) < TOLERANCE
