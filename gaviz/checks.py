@@ -14,9 +14,15 @@ NORMALIZATIONS = ("samples", "weights", "sum")
 
 
 def check_positive_int(name, value):
+    return check_int_at_least(name, value, 1)
+
+
+def check_int_at_least(name, value, minimum):
     # bool is an int subclass: True would silently mean 1.
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"`{name}` must be an integer >= 1. Received: {name}={value!r}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(
+            f"`{name}` must be an integer >= {minimum}. Received: {name}={value!r}"
+        )
     return int(value)
 
 

@@ -334,7 +334,7 @@ class ArrayFeed:
         """``call(max_windows, k)`` running windows of this epoch's row order."""
         self.trainer.state.array_cursor.assign(0)
         order = sources.epoch_order(self.rows, self.shuffle)
-        function = self.trainer._array_windows_fn
+        function = self.trainer.array_window_function
         return lambda max_windows, k: function(
             self.arrays, order, self.batch_size, self.rows, max_windows, k
         )

@@ -126,7 +126,7 @@ class UpdateEveryMicroStep(_Pitfall):
 
     def on_micro_batch(self, micro):
         # PITFALL: the micro-batch's own mean gradient is applied at once, too.
-        self._apply(window.finish(micro.gradients, micro.normalizer))
+        self.window_loop.window_update.apply(window.finish(micro.gradients, micro.normalizer))
         return micro
 
 

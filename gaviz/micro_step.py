@@ -1,0 +1,96 @@
+"""One micro-batch's forward and backward pass, as the sums a window adds.
+
+A micro-batch contributes its summed (not mean) loss, the gradients of that
+sum, its sample count and its normalizer (:class:`gaviz.window.WindowSums`);
+the window adds these up and divides once, when it finishes.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from gaviz.objective import Objective
+from gaviz.window import WindowSums
+
+
+class MicroStep:
+    """Forward and backward pass of one micro-batch, unnormalized.
+
+    The objective is the summed weighted loss (the compiled loss's terms,
+    masks applied), plus the forward losses added with ``add_loss``
+    (activity regularizers) rescaled to sums. The compiled metrics see the
+    micro-batch: their sums and counts add up to the big batch's.
+    """
+
+    def __init__(self, model, optimizer, objective: Objective):
+        self.model, self.optimizer, self.objective = model, optimizer, objective
+
+    def sums(self, x, y, sample_weight) -> WindowSums:
+        """What the micro-batch ``(x, y, sample_weight)`` adds to its window."""
+        with tf.GradientTape() as tape:
+            y_pred = self.model(x, training=True)
+            with tf.name_scope("loss"):
+                micro = self.objective.micro(y, y_pred, sample_weight)
+                loss_sum = micro.loss_sum + self._forward_loss_sum(y_pred)
+            # A loss-scaling optimizer's scale (1 for others) keeps float16
+            # gradients from underflowing; the optimizer unscales once per window.
+            scaled = self.optimizer.scale_loss(loss_sum)
+        grads = gradients(tape, scaled, self.model.trainable_variables)
+        self._update_metrics(y, y_pred, sample_weight, micro)
+        return WindowSums(grads, loss_sum, micro.sample_count, micro.normalizer, micro.rows)
+
+    def _update_metrics(self, y, y_pred, sample_weight, micro):
+        """Keras's compiled metrics and per-output loss trackers, on one micro-batch."""
+        if self.model._compile_metrics is not None:
+            self.model._compile_metrics.update_state(y, y_pred, sample_weight)
+        for tracker, mean in zip(self.model._compile_loss.metrics, micro.output_means):
+            tracker.update_state(mean, sample_weight=micro.rows)
+
+    def _forward_loss_sum(self, y_pred):
+        """The losses the last forward pass added, as a sum over its samples.
+
+        ``model.losses`` lists those first, then one penalty per regularized
+        weight (recomputed on every access: read it once). Keras divides
+        activity losses by the micro-batch size; multiplying back lets the
+        window divide them, like the data loss, by its own count.
+        """
+        losses = self.model.losses
+        n_forward = len(losses) - len(regularized_weights(self.model))
+        if n_forward <= 0:
+            return tf.constant(0.0)
+        batch = tf.cast(tf.shape(tf.nest.flatten(y_pred)[0])[0], tf.float32)
+        return batch * tf.add_n([tf.cast(l, tf.float32) for l in losses[:n_forward]])
+
+
+def clip_mean_gradient(micro: WindowSums, optimizer) -> WindowSums:
+    """The micro-batch's mean gradient clipped by ``optimizer``, back as a sum."""
+    normalizer = micro.normalizer
+    mean = [tf.math.divide_no_nan(g, tf.cast(normalizer, g.dtype)) for g in micro.gradients]
+    clipped = optimizer._clip_gradients(mean)  # Keras's own clipping rules
+    return micro._replace(gradients=[g * tf.cast(normalizer, g.dtype) for g in clipped])
+
+
+def regularized_weights(model) -> list:
+    """The trainable weights that carry a regularizer (a penalty in ``model.losses``)."""
+    return [v for v in model.trainable_variables if getattr(v, "regularizer", None) is not None]
+
+
+def gradients(tape, target, variables):
+    """Gradients of ``target``; zeros for variables it does not reach.
+
+    (``UnconnectedGradients.ZERO`` fails on Keras variables, whose dtype is a
+    string, so the zeros are made here.)
+    """
+    grads = tape.gradient(target, variables)
+    return [
+        tf.zeros(v.shape, dtype=tf.as_dtype(v.dtype)) if g is None else g
+        for g, v in zip(grads, variables)
+    ]
+
+
+def unpack(element):
+    """``(x, y, sample_weight)`` of a micro-batch ``(x, y)`` or ``(x, y, sample_weight)``."""
+    if len(element) == 3:
+        return tuple(element)
+    x, y = element
+    return x, y, None

@@ -1,0 +1,80 @@
+"""A window's last two phases: finish its sums, then apply or skip the update.
+
+Finish: the weight penalty (counted as the rule says), the divisor, the
+window's loss and gradient, and whether they are finite. Apply: one
+optimizer step, which a loss-scaling optimizer may skip (its scaled
+gradients overflowed); the trainer counts such windows.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from gaviz import rules, window
+from gaviz.micro_step import gradients, regularized_weights
+from gaviz.objective import Objective
+from gaviz.window import WindowSums
+
+
+class WindowUpdate:
+    """Finishes a window and steps the optimizer with it.
+
+    Args:
+        model: the trained ``keras.Model``.
+        optimizer: its optimizer (a ``LossScaleOptimizer`` may skip a step).
+        objective: the trainer's objective (its ``normalize``).
+        rule: the window's arithmetic (:data:`gaviz.rules.EXACT` when exact).
+        skipped_windows: the counter of windows a loss-scaling optimizer skipped.
+    """
+
+    def __init__(self, model, optimizer, objective: Objective, rule: rules.Rule, skipped_windows):
+        self.model, self.optimizer, self.objective = model, optimizer, objective
+        self.rule, self.skipped_windows = rule, skipped_windows
+        self.loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+    def finish(self, totals: WindowSums, steps, k):
+        """``(loss, gradient, finite)`` of the window, by the rule."""
+        penalty, penalty_grads = self._weight_penalty(steps)
+        divisor = self.rule.divisor(totals.normalizer, steps, k)
+        if self.objective.normalize == "sum":  # the loss's reduction is "sum"
+            divisor = tf.ones_like(divisor)
+        loss = tf.math.divide_no_nan(totals.loss_sum, divisor) + penalty
+        grads = window.finish(totals.gradients, divisor, penalty_grads)
+        if self.loss_scaled:
+            # Scaled gradients may overflow: the optimizer skips such a window
+            # and lowers its scale. Only a non-finite loss is an error.
+            return loss, grads, tf.reduce_all(tf.math.is_finite(loss))
+        return loss, grads, window.all_finite(loss, grads)
+
+    def _weight_penalty(self, steps):
+        """Weight regularization and its gradient, counted as the rule says."""
+        regularized = regularized_weights(self.model)
+        if not regularized:
+            return tf.constant(0.0), None
+        times = self.rule.penalty_times(steps)
+        with tf.GradientTape() as tape:
+            penalty = tf.add_n([tf.cast(v.regularizer(v), tf.float32) for v in regularized])
+        grads = gradients(tape, penalty, self.model.trainable_variables)
+        return penalty * times, [g * tf.cast(times, g.dtype) for g in grads]
+
+    def update(self, apply, grads):
+        """Applies ``grads`` if ``apply``; True if an update really happened."""
+        if not self.loss_scaled:
+            if apply:
+                self.apply(grads)
+            return apply
+        before = tf.identity(self.optimizer.iterations.value)
+        if apply:
+            self.apply(grads)
+        skipped = apply and self.optimizer.iterations.value == before
+        if skipped:
+            self.skipped_windows.assign_add(1)
+        return apply and not skipped
+
+    def apply(self, grads):
+        """One optimizer step with ``grads`` (float32 sums), cast to each weight's dtype."""
+        variables = self.model.trainable_variables
+        self.optimizer.apply_gradients(
+            [(tf.cast(g, v.dtype), v) for g, v in zip(grads, variables)]
+        )
