@@ -27,9 +27,6 @@ import tensorflow as tf
 class IteratorSource:
     """Micro-batches pulled from a ``tf.data`` iterator, one optional at a time."""
 
-    #: XLA cannot compile an iterator's ops: only each micro-step is compiled.
-    compiled = False
-
     def __init__(self, iterator):
         self.iterator = iterator
 
@@ -54,7 +51,7 @@ class ArraySource:
 
     Every micro-batch but the epoch's last has the static shape
     ``[batch_size, ...]``, which XLA needs to compile the whole window loop
-    (``compiled``): the full ones run in a counted loop, the short last one
+    (``jit_compile``): the full ones run in a counted loop, the short last one
     (when ``rows`` is not a multiple of ``batch_size``) as a step of its own.
 
     Args:
@@ -64,12 +61,11 @@ class ArraySource:
         cursor: an int64 variable: the next row of ``order`` to read.
         batch_size: rows per micro-batch (a Python int).
         rows: rows in the arrays (a Python int).
-        compiled: whether the caller compiles the loop with XLA.
     """
 
-    def __init__(self, arrays, order, cursor, batch_size: int, rows: int, compiled=False):
+    def __init__(self, arrays, order, cursor, batch_size: int, rows: int):
         self.arrays, self.order, self.cursor = arrays, order, cursor
-        self.batch_size, self.rows, self.compiled = batch_size, rows, compiled
+        self.batch_size, self.rows = batch_size, rows
 
     def accumulate(self, micro_step, sums, steps, k):
         # How many micro-batches this window takes is known before it starts:

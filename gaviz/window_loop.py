@@ -41,19 +41,21 @@ class WindowLoop:
         )
 
     def _iterator_windows(self, iterator, max_windows, accumulation_steps):
-        return self._windows(sources.IteratorSource(iterator), max_windows, accumulation_steps)
+        # XLA cannot compile an iterator's ops: with jit_compile, the micro-step is.
+        source = sources.IteratorSource(iterator)
+        return self._windows(source, self.compiled_micro_sums, max_windows, accumulation_steps)
 
     def _array_windows(self, arrays, order, batch_size, rows, max_windows, accumulation_steps):
-        trainer = self.trainer
-        source = sources.ArraySource(
-            arrays, order, trainer.state.array_cursor, batch_size, rows,
-            compiled=trainer.jit_compile,
-        )
-        return self._windows(source, max_windows, accumulation_steps)
+        # With jit_compile this whole function is compiled: the micro-step is
+        # not compiled again inside it (XLA cannot nest the two).
+        state = self.trainer.state
+        source = sources.ArraySource(arrays, order, state.array_cursor, batch_size, rows)
+        return self._windows(source, self.micro_step.sums, max_windows, accumulation_steps)
 
-    def _windows(self, source, max_windows, accumulation_steps):
-        """Runs up to ``max_windows`` windows; returns ``(rows, done)``: one
-        packed WindowResult row per window, the first ``done`` of them filled.
+    def _windows(self, source, micro_sums, max_windows, accumulation_steps):
+        """Runs up to ``max_windows`` windows, each micro-batch through
+        ``micro_sums``; returns ``(rows, done)``: one packed WindowResult row
+        per window, the first ``done`` of them filled.
 
         Stops early when the data runs out or a due window is not finite
         (so the error is raised with the weights of the update before it).
@@ -61,11 +63,7 @@ class WindowLoop:
         state, strategy = self.trainer.state, self.trainer.strategy
         sums = strategy.run(state.replica_load, args=(self.trainer.model.trainable_variables,))
         steps = state.micro_steps_in_window.read_value()
-        # A fixed size, as XLA needs: the most windows a call may run.
-        rows = tf.TensorArray(
-            tf.float64, size=self.trainer.call_size.capacity,
-            element_shape=[len(WindowResult._fields)],
-        )
+        rows = self._result_rows()
         done = tf.constant(0)
         go_on = tf.constant(True)
         while go_on and done < max_windows:
@@ -73,7 +71,7 @@ class WindowLoop:
             # zeros, so without this its first micro-step could run while this
             # window's gradients are still being applied (more memory at the peak).
             tf.autograph.experimental.set_loop_options(parallel_iterations=1)
-            sums, steps, result = self._window(source, sums, steps, accumulation_steps)
+            sums, steps, result = self._window(source, micro_sums, sums, steps, accumulation_steps)
             with tf.name_scope("report"):
                 rows = rows.write(done, result.pack())
             done += 1
@@ -83,11 +81,18 @@ class WindowLoop:
         state.micro_steps_in_window.assign(steps)
         return rows.stack(), done
 
-    def _window(self, source, sums, steps, k):
+    def _result_rows(self):
+        """A TensorArray for one packed WindowResult per window of a call."""
+        fields = [len(WindowResult._fields)]
+        if self.trainer.jit_compile:  # XLA needs a fixed size: the most windows a call runs
+            return tf.TensorArray(tf.float64, self.trainer.call_size.capacity, element_shape=fields)
+        return tf.TensorArray(tf.float64, 0, dynamic_size=True, element_shape=fields)
+
+    def _window(self, source, micro_sums, sums, steps, k):
         """One window, in four phases: accumulate, finish, apply, close."""
         # The name scopes name the phases' ops in a profile (benchmarks/profile_dispatch.py).
         tail = self.trainer.tail
-        sums, steps, consumed, exhausted = self._accumulate(source, sums, steps, k)
+        sums, steps, consumed, exhausted = self._accumulate(source, micro_sums, sums, steps, k)
         with tf.name_scope("all_reduce"):
             totals = self._reduce(sums)
         full = steps >= k
@@ -110,10 +115,8 @@ class WindowLoop:
             sums, steps = self._close(closes, sums, steps)
         return sums, steps, result
 
-    def _accumulate(self, source, sums, steps, k):
+    def _accumulate(self, source, micro_sums, sums, steps, k):
         """Micro-steps until the window is full or the data runs out."""
-        # Inside an XLA program already, the micro-step is not compiled again.
-        micro_sums = self.micro_step.sums if source.compiled else self.compiled_micro_sums
 
         def micro_step(element, sums):
             return self.trainer.strategy.run(
