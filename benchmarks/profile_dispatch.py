@@ -6,7 +6,7 @@ Not part of ``make bench``: it explains one of its rows (README, "Dispatch-bound
 It trains bench_dispatch.py's MLP the way that benchmark does (gaviz on arrays,
 ``fit(x, y, batch_size=32)``, k = 8), once untimed, then ``--epochs`` epochs
 under ``tf.profiler.experimental``; then the same for the floor (the same
-forward and backward passes in one graph, no data, no updates), and for the
+forward and backward passes over the micro-batches in one graph, no updates), and for the
 floor run one micro-step at a time, as gaviz runs them to keep one
 micro-batch's activations alive (``parallel_iterations=1``). It reads the
 ``*.xplane.pb`` the profiler writes (TensorFlow's own protobuf, no plugin
@@ -40,11 +40,11 @@ import os
 import shutil
 import sys
 import time
+from functools import partial
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_dispatch  # noqa: E402  (imports harness, which quiets TensorFlow)
-import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
@@ -150,36 +150,11 @@ def profile(train, epochs: int, logdir: str, model_name: str) -> dict[str, float
     return shares, calls / epochs
 
 
-def floor_one_at_a_time_epoch(x, y):
-    """bench_dispatch's floor with its micro-steps one after another, as gaviz's."""
-    model = bench_dispatch.make_model()
-    xb, yb = tf.constant(x[:bench_dispatch.MICRO]), tf.constant(y[:bench_dispatch.MICRO])
-    steps = len(x) // bench_dispatch.MICRO
-
-    @tf.function
-    def passes():
-        sums = [tf.zeros_like(v) for v in model.trainable_variables]
-        for _ in tf.range(steps):
-            tf.autograph.experimental.set_loop_options(parallel_iterations=1)
-            with tf.GradientTape() as tape:
-                predictions = model(xb, training=True)
-                loss = tf.reduce_sum(keras.losses.mean_squared_error(yb, predictions))
-            grads = tape.gradient(loss, model.trainable_variables)
-            sums = [s + g for s, g in zip(sums, grads)]
-        return sums  # every sum: a pass whose result is unused could be pruned
-
-    def train(epochs):
-        for _ in range(epochs):
-            [s.numpy() for s in passes()]
-
-    return train
-
-
 #: What is profiled: title -> a function (x, y) -> train(epochs), as bench_dispatch's.
 CONTESTANTS = {
     "gaviz, arrays (bench_dispatch's configuration)": bench_dispatch.gaviz_epoch,
     "floor (its loop may overlap micro-steps)": bench_dispatch.floor_epoch,
-    "floor, one micro-step at a time": floor_one_at_a_time_epoch,
+    "floor, one micro-step at a time": partial(bench_dispatch.floor_epoch, one_at_a_time=True),
 }
 #: Categories summed into the summary line, by what they are.
 GROUPS = {
