@@ -14,8 +14,10 @@ Importing TensorFlow prints its native start-up log to the process's stderr
 box. While gaviz imports TensorFlow and lists its devices, descriptor 2 goes
 to a temporary file; afterwards every line of it is written back to stderr
 except TensorFlow's informational (``I``) records and the harmless messages
-of ``_START_UP_NOISE``. Warnings, errors and Python's own output still show.
-``startup_log`` keeps all of it.
+of ``_KNOWN_NOISE``. Warnings, errors and Python's own output still show.
+The trainer's first forward pass is filtered the same way (a model's first
+float16 op logs a kernel fallback as an error on some CPUs). ``native_log``
+keeps all of it.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ INSTALL_HELP = (
 
 # Messages TensorFlow prints while it loads, on a machine where nothing is
 # wrong. Each is matched as a substring of a line.
-_START_UP_NOISE = (
+_KNOWN_NOISE = (
     # absl's notice that it has no log configuration yet (printed once per native library).
     "All log messages before absl::InitializeLog() is called are written to STDERR",
     # TensorFlow 2.15-2.17: the CUDA plugins register twice; harmless, fixed later.
@@ -62,16 +64,16 @@ _CUINIT_FAILED = "failed call to cuInit"
 # 00:00:<seconds since 1970>), thread, file:line]
 _RECORD = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [^\]]*\] ")
 
-startup_log = ""  # everything TensorFlow printed while gaviz imported it
+native_log = ""  # everything TensorFlow printed while gaviz filtered its log (see above)
 
 
-def filter_startup_log(text: str) -> str:
-    """Returns the lines of ``text`` worth showing: all but start-up noise.
+def filter_native_log(text: str) -> str:
+    """Returns the lines of ``text`` worth showing: all but known noise.
 
     ``text`` is native output: log records (``I0101 12:00:00.000000 1 file.cc:1] ...``,
     whose message may go on over lines without that prefix) and anything else
     a library printed. Dropped: informational (``I``) records, lines with a
-    message of ``_START_UP_NOISE``, and the failed CUDA initialization that
+    message of ``_KNOWN_NOISE``, and the failed CUDA initialization that
     follows a "could not find cuda drivers" record. Everything else
     (warnings, errors, other output) is kept, in order.
     """
@@ -81,7 +83,7 @@ def filter_startup_log(text: str) -> str:
         record = _RECORD.match(line)
         if record:
             dropping = record.group(1) == "I" or (no_driver and _CUINIT_FAILED in line)
-        if dropping or any(message in line for message in _START_UP_NOISE):
+        if dropping or any(message in line for message in _KNOWN_NOISE):
             continue
         kept.append(line)
     return "".join(kept)
@@ -123,9 +125,9 @@ def native_log_filtered():
     """Sends file descriptor 2 to a temporary file meanwhile; writes back what matters.
 
     Used while TensorFlow loads, and around the trainer's first forward pass
-    (where a model's first float16 op runs). All of it is kept in ``startup_log``.
+    (where a model's first float16 op runs). All of it is kept in ``native_log``.
     """
-    global startup_log
+    global native_log
     try:
         saved = os.dup(2)
     except OSError:  # no stderr at all: nothing to keep clean
@@ -150,8 +152,8 @@ def native_log_filtered():
             os.close(saved)
             captured.seek(0)
             text = captured.read().decode("utf-8", errors="replace")
-            startup_log += text
-            shown = filter_startup_log(text)
+            native_log += text
+            shown = filter_native_log(text)
             if shown and python_stderr is not None:
                 python_stderr.write(shown)
                 python_stderr.flush()

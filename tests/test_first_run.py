@@ -27,7 +27,7 @@ def run_python(code, *args, cwd=None):
 
 
 # What TensorFlow 2.21 (the full wheel) printed on importing it on a 2-core machine
-# without a GPU, as captured by gaviz (`gaviz._tensorflow.startup_log`).
+# without a GPU, as captured by gaviz (`gaviz._tensorflow.native_log`).
 STARTUP = textwrap.dedent("""\
     WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
     I0000 00:00:1795316036.490718   15055 port.cc:153] oneDNN custom operations are on. You may see slightly different numerical results due to floating-point round-off errors from different computation orders. To turn them off, set the environment variable `TF_ENABLE_ONEDNN_OPTS=0`.
@@ -42,7 +42,7 @@ STARTUP = textwrap.dedent("""\
 
 
 def test_the_start_up_log_is_all_noise():
-    assert _tensorflow.filter_startup_log(STARTUP) == ""
+    assert _tensorflow.filter_native_log(STARTUP) == ""
 
 
 def test_warnings_and_errors_are_kept():
@@ -50,15 +50,15 @@ def test_warnings_and_errors_are_kept():
             "E0000 00:00:1795316036.6   15055 cuda_dnn.cc:522] Loaded runtime CuDNN library: 8.1.0\n"
             "  but source was compiled with: 8.9.4.\n"
             "Illegal instruction: AVX512 not supported\n")
-    assert _tensorflow.filter_startup_log(STARTUP + real) == real
+    assert _tensorflow.filter_native_log(STARTUP + real) == real
     # With a driver present, a failed CUDA initialization is a real error.
     with_driver = "\n".join(line for line in STARTUP.splitlines() if "cuda drivers" not in line) + "\n"
-    assert _tensorflow.filter_startup_log(with_driver).startswith("E0000")
-    assert "failed call to cuInit" in _tensorflow.filter_startup_log(with_driver)
+    assert _tensorflow.filter_native_log(with_driver).startswith("E0000")
+    assert "failed call to cuInit" in _tensorflow.filter_native_log(with_driver)
 
 
 def test_import_is_silent():
-    result = run_python("import gaviz, gaviz._tensorflow as t; print(len(t.startup_log))")
+    result = run_python("import gaviz, gaviz._tensorflow as t; print(len(t.native_log))")
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert int(result.stdout) > 0, "TensorFlow printed nothing to silence: the test proves nothing"
@@ -70,7 +70,7 @@ HALF_FALLBACK = ("E0000 00:00:1795465995.721442   22820 util.cc:131] oneDNN supp
 
 
 def test_float16s_fallback_log_is_noise():
-    assert _tensorflow.filter_startup_log(STARTUP + HALF_FALLBACK) == ""
+    assert _tensorflow.filter_native_log(STARTUP + HALF_FALLBACK) == ""
 
 
 def test_mixed_float16_training_shows_no_native_log():
@@ -84,7 +84,7 @@ def test_mixed_float16_training_shows_no_native_log():
         "trainer = gaviz.AccumulationTrainer(gaviz.demo.make_model(seed=0),\n"
         "    keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.01)), 'mse', 2)\n"
         "trainer.fit(x, y, batch_size=16, verbose=0)\n"
-        "print('DT_HALF' in t.startup_log)\n"
+        "print('DT_HALF' in t.native_log)\n"
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
