@@ -349,62 +349,104 @@ def _judge_micro_steps(probe, steps, scale, k):
 # ------------------------------------------------------------------- ragged
 
 
+class _SizeFit(NamedTuple):
+    """How the micro-batches of a ragged window counted, against their sizes.
+
+    The fit is ``contribution_i = a * (N / k) / n_i + b`` for micro-batches of
+    ``n_i`` samples, N in all: b = 1 for an exact window, a = 1 for a mean of means.
+
+    Attributes:
+        sizes: each micro-batch's sample count.
+        contributions: each micro-batch's contribution (1 is exact).
+        a: the size-dependent part, less the subject's own micro-batch steps.
+        b: the part every sample shares.
+        per_sample: how many times one in the largest micro-batch a sample in the
+            smallest counts.
+        error: how far the update is from the exact one, relative to its length.
+    """
+
+    sizes: np.ndarray
+    contributions: np.ndarray
+    a: float
+    b: float
+    per_sample: float
+    error: float
+
+    @property
+    def smallest(self):
+        return self.sizes.min()
+
+    @property
+    def largest(self):
+        return self.sizes.max()
+
+
 def _judge_ragged(probe, subject, exact, k, context):
     """Whether a sample's weight depends on its micro-batch's size; the penalty's count."""
     all_contributions = probes.contributions(subject, exact)
+    fit = _fit_sizes(probe, all_contributions, subject, exact, k, context.micro_part)
+    penalty = float(np.mean(all_contributions[len(probe.initial):]))
+    measured = (f"a sample in a micro-batch of {fit.smallest:.0f} counts {fit.per_sample:.2f}x "
+                f"one in a micro-batch of {fit.largest:.0f}; update off by {fit.error:.0%}; "
+                f"penalty {penalty:.2f}x exact")
+    sizes = _judge_sizes(probe, fit, context)
+    penalized = _judge_penalty(probe, penalty, k)
+    # An unused penalty is the verdict only when nothing else was found.
+    if penalized.unused and not sizes.findings and not sizes.unexplained:
+        penalized = penalized._replace(note="penalty not used")
+    return _merged(measured, sizes, penalized)
+
+
+def _fit_sizes(probe, all_contributions, subject, exact, k, micro_part):
+    """Fits the data weights' contributions to their micro-batches' sizes."""
     sizes = np.array(probe.sizes, dtype=np.float64)
     data = all_contributions[: len(sizes)]
-    penalty = float(np.mean(all_contributions[len(probe.initial):]))
-    # contribution_i = a * (N / k) / n_i + b: b = 1 for an exact window, a = 1
-    # for a mean of means; the subject's own micro-batch steps add k to a.
+    # The subject's own micro-batch steps add k to a: taken off, as micro_part.
     basis = np.stack([sizes.sum() / (k * sizes), np.ones_like(sizes)], axis=1)
     (a, b), *_ = np.linalg.lstsq(basis, data, rcond=None)
-    a -= context.micro_part
     small, large = sizes.argmin(), sizes.argmax()
     with np.errstate(divide="ignore", invalid="ignore"):
         per_sample = data[small] / data[large]
     moves = [o.after_epoch[0][: len(sizes)] - o.start[: len(sizes)] for o in (subject, exact)]
     error = float(np.linalg.norm(moves[0] - moves[1]) / np.linalg.norm(moves[1]))
-    measured = (f"a sample in a micro-batch of {sizes[small]:.0f} counts {per_sample:.2f}x one "
-                f"in a micro-batch of {sizes[large]:.0f}; update off by {error:.0%}; "
-                f"penalty {penalty:.2f}x exact")
-    findings, unexplained, unused, notes = [], [], [], []
+    return _SizeFit(sizes, data, a - micro_part, b, per_sample, error)
 
+
+def _judge_sizes(probe, fit, context):
+    """mean_of_means when each micro-batch weighs the same, whatever its size."""
     scale = context.window_scale
     if near(scale, 0) or not np.isfinite(scale):
-        notes.append("size dependence not judged")
-    elif near(a / scale, 0) and near(b / scale, 1):
-        pass
-    elif near(a / scale, 1) and near(b / scale, 0):
+        return _Part(note="size dependence not judged")
+    a, b = fit.a / scale, fit.b / scale
+    sizes_text = ", ".join(f"{n:.0f}" for n in fit.sizes)
+    if near(a, 0) and near(b, 1):
+        return _Part()
+    if near(a, 1) and near(b, 0):
         if context.missing_normalization:
-            notes.append("as missing_normalization")
-        else:
-            sizes_text = ", ".join(f"{n:.0f}" for n in sizes)
-            findings.append(Finding(
-                "mean_of_means", probe.name, float(per_sample),
-                f"micro-batches of {sizes_text} samples weigh the same in the update: a "
-                f"sample in a micro-batch of {sizes[small]:.0f} counts {per_sample:.2f}x one in "
-                f"a micro-batch of {sizes[large]:.0f} (the update is off by {error:.0%})"))
-    else:
-        unexplained.append(
-            f"ragged probe: micro-batches of {', '.join(f'{n:.0f}' for n in sizes)} samples "
-            f"count {', '.join(f'{c:.2f}' for c in data)} times their exact share")
+            return _Part(note="as missing_normalization")
+        return _Part([Finding(
+            "mean_of_means", probe.name, float(fit.per_sample),
+            f"micro-batches of {sizes_text} samples weigh the same in the update: a "
+            f"sample in a micro-batch of {fit.smallest:.0f} counts {fit.per_sample:.2f}x one "
+            f"in a micro-batch of {fit.largest:.0f} (the update is off by {fit.error:.0%})")])
+    return _Part(unexplained=[
+        f"ragged probe: micro-batches of {sizes_text} samples "
+        f"count {', '.join(f'{c:.2f}' for c in fit.contributions)} times their exact share"])
 
+
+def _judge_penalty(probe, penalty, k):
+    """regularizer_every_micro_step when the penalty counts once per micro-batch."""
     if near(penalty, 0):
-        unused.append("the model's regularization losses (model.losses)")
-    elif near(penalty, 1):
-        pass
-    elif near(penalty, k):
-        findings.append(Finding(
+        return _Part(unused=["the model's regularization losses (model.losses)"])
+    if near(penalty, 1):
+        return _Part()
+    if near(penalty, k):
+        return _Part([Finding(
             "regularizer_every_micro_step", probe.name, penalty,
             f"the weight penalty moves the weights {penalty:.2f}x as far as the exact update: "
-            f"it is added once per micro-batch ({k} per update), not once per update"))
-    else:
-        unexplained.append(f"ragged probe: the weight penalty counts {penalty:.2f} times per "
-                           "update (exact: once)")
-    if unused and not findings and not unexplained:
-        notes.append("penalty not used")
-    return _Outcome(measured, findings, unexplained, unused, "; ".join(notes))
+            f"it is added once per micro-batch ({k} per update), not once per update")])
+    return _Part(unexplained=[f"ragged probe: the weight penalty counts {penalty:.2f} times "
+                              "per update (exact: once)"])
 
 
 # --------------------------------------------------------------------- tail
