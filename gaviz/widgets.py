@@ -298,12 +298,9 @@ class Dashboard:
         try:
             plans = self.planned_runs()
         except ValueError as error:
-            self.plan.value = f"<span style='color:#b00'>{html.escape(str(error))}</span>"
+            self.plan.value = _status_html(str(error), error=True)
             return
-        rows = "".join(
-            f"<li>{html.escape(p.label)}: {p.updates_per_epoch} updates per epoch</li>"
-            for p in plans)
-        self.plan.value = f"<b>Planned runs</b><ul style='margin:2px 0'>{rows}</ul>"
+        self.plan.value = _plan_html(plans)
 
     # ------------------------------------------------------------ running
 
@@ -355,19 +352,13 @@ class Dashboard:
                 if self._stop_requested:
                     break
                 self._train_one(result, x, y)
-            stopped = self._stop_requested
-            failed = [r for r in self.results if r.error]
-            message = "stopped" if stopped else "finished"
-            message += f": {sum(len(r.history) for r in self.results)} updates in " \
-                       f"{sum(r.seconds for r in self.results):.1f} s"
-            if failed:
-                message += "; " + "; ".join(f"{r.plan.label}: {r.error}" for r in failed)
-            self._say(message, error=bool(failed))
+            self._say(_end_message(self.results, stopped=self._stop_requested),
+                      error=any(r.error for r in self.results))
         except Exception as error:  # noqa: BLE001 - shown in the dashboard, never lost
             self._say(f"{type(error).__name__}: {error}", error=True)
         finally:
             self._draw()
-            self.summary.value = self._summary_html()
+            self.summary.value = _summary_html(self.results)
             self._current = None
             self._set_running(False)
 
@@ -415,8 +406,7 @@ class Dashboard:
         self._draw()
 
     def _say(self, message, error=False):
-        color = "#b00" if error else "#060"
-        self.status.value = f"<span style='color:{color}'>{html.escape(message)}</span>"
+        self.status.value = _status_html(message, error)
 
     def _set_running(self, running):
         for control in self._settings:
@@ -424,22 +414,52 @@ class Dashboard:
         self.run_button.disabled = running
         self.stop_button.disabled = not running
 
-    def _summary_html(self):
-        head = ("<tr><th>k</th><th>micro</th><th>effective</th><th>updates</th>"
-                "<th>samples/s</th><th>final loss</th><th>distance from exact</th></tr>")
-        rows = []
-        for r in self.results:
-            final = f"{r.history.loss[-1]:.4g}" if r.history else "–"
-            distance = "–" if r.distance_from_exact is None else f"{r.distance_from_exact:.3g}"
-            rows.append(
-                f"<tr><td>{r.plan.accumulation_steps}</td><td>{r.plan.micro_batch_size}</td>"
-                f"<td>{r.plan.effective_batch_size}</td><td>{len(r.history)}</td>"
-                f"<td>{r.samples_per_second:,.0f}</td><td>{final}</td><td>{distance}</td></tr>")
-        style = "<style>.gaviz-summary td, .gaviz-summary th {padding: 2px 10px; text-align: right}</style>"
-        return f"{style}<table>{head}{''.join(rows)}</table>"
-
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
+
+
+# ------------------------------------------------------------ HTML, from plain objects
+
+
+def _status_html(message: str, error: bool = False) -> str:
+    """A status line: red for an error, green otherwise."""
+    color = "#b00" if error else "#060"
+    return f"<span style='color:{color}'>{html.escape(message)}</span>"
+
+
+def _plan_html(plans: list[RunPlan]) -> str:
+    """The planned runs, one item each, with their updates per epoch."""
+    rows = "".join(
+        f"<li>{html.escape(p.label)}: {p.updates_per_epoch} updates per epoch</li>"
+        for p in plans)
+    return f"<b>Planned runs</b><ul style='margin:2px 0'>{rows}</ul>"
+
+
+def _end_message(results: list[RunResult], stopped: bool) -> str:
+    """How a Run ended: stopped or finished, its updates and seconds, and each failure."""
+    failed = [r for r in results if r.error]
+    message = "stopped" if stopped else "finished"
+    message += f": {sum(len(r.history) for r in results)} updates in " \
+               f"{sum(r.seconds for r in results):.1f} s"
+    if failed:
+        message += "; " + "; ".join(f"{r.plan.label}: {r.error}" for r in failed)
+    return message
+
+
+def _summary_html(results: list[RunResult]) -> str:
+    """One table row per run: its batch sizes, speed, final loss and distance from exact."""
+    head = ("<tr><th>k</th><th>micro</th><th>effective</th><th>updates</th>"
+            "<th>samples/s</th><th>final loss</th><th>distance from exact</th></tr>")
+    rows = []
+    for r in results:
+        final = f"{r.history.loss[-1]:.4g}" if r.history else "–"
+        distance = "–" if r.distance_from_exact is None else f"{r.distance_from_exact:.3g}"
+        rows.append(
+            f"<tr><td>{r.plan.accumulation_steps}</td><td>{r.plan.micro_batch_size}</td>"
+            f"<td>{r.plan.effective_batch_size}</td><td>{len(r.history)}</td>"
+            f"<td>{r.samples_per_second:,.0f}</td><td>{final}</td><td>{distance}</td></tr>")
+    style = "<style>.gaviz-summary td, .gaviz-summary th {padding: 2px 10px; text-align: right}</style>"
+    return f"{style}<table>{head}{''.join(rows)}</table>"
 
 
 def dashboard(**settings) -> Dashboard:
