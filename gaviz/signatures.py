@@ -117,6 +117,28 @@ class _Outcome(NamedTuple):
     note: str = ""  # replaces "exact" in the verdict when nothing was found
 
 
+class _Part(NamedTuple):
+    """What one of a probe's judgements found.
+
+    The fields of an :class:`_Outcome` but ``measured``: that is the probe's,
+    not one judgement's.
+    """
+
+    findings: tuple = ()
+    unexplained: tuple = ()
+    unused: tuple = ()
+    note: str = ""
+
+
+def _merged(measured: str, *parts: _Part) -> _Outcome:
+    """One probe's outcome from its judgements' parts, in their order."""
+    return _Outcome(measured,
+                    [f for part in parts for f in part.findings],
+                    [u for part in parts for u in part.unexplained],
+                    [u for part in parts for u in part.unused],
+                    "; ".join(part.note for part in parts if part.note))
+
+
 def near(value, target) -> bool:
     """Whether a measured number matches a signature's, up to float32 rounding."""
     return bool(np.isfinite(value) and abs(value - target) <= TOLERANCE * (1 + abs(target)))
@@ -217,14 +239,8 @@ def _contributions(probe, subject, exact, k):
 def _judge_windows(probe, subject, exact, k):
     """Scale, steps per window, re-applied windows and wiped weights."""
     stop = stop_reason(subject, exact)
-    if stop == _WIPED:
-        finding = Finding("zeroed_weights", probe.name, 0.0,
-                          "every weight is 0 after the probe's updates (the exact trainer's "
-                          "are not): the updates wipe the model")
-        return _Outcome("every weight 0", [finding]), _Context(), _WIPED
-    if stop == _UNCHANGED:
-        measured = f"no weight moved in {probes.WINDOWS} windows"
-        return _Outcome(measured, note="unchanged"), _Context(), _UNCHANGED
+    if stop is not None:
+        return _stopped_windows(probe, stop), _Context(), stop
 
     windows = probes.contributions(subject, exact)[: probes.WINDOWS * k].reshape(-1, k)
     per_window = windows.mean(axis=1)
@@ -233,6 +249,30 @@ def _judge_windows(probe, subject, exact, k):
     steps_text = "not counted" if steps is None else f"{steps:.2f}"
     shares = ", ".join(f"{w:.2f}" for w in per_window)
     measured = f"windows {shares}x exact; optimizer steps per window: {steps_text}"
+    unreadable = _unreadable_windows(measured, windows, scale)
+    if unreadable is not None:
+        return unreadable
+    profile = _judge_profile(probe, per_window / scale)
+    scaled, context = _judge_scale(probe, steps, scale, k)
+    return _merged(measured, profile, scaled), context, None
+
+
+def _stopped_windows(probe, stop):
+    """The windows probe's outcome when :func:`stop_reason` gave ``stop``."""
+    if stop == _WIPED:
+        finding = Finding("zeroed_weights", probe.name, 0.0,
+                          "every weight is 0 after the probe's updates (the exact trainer's "
+                          "are not): the updates wipe the model")
+        return _Outcome("every weight 0", [finding])
+    return _Outcome(f"no weight moved in {probes.WINDOWS} windows", note="unchanged")
+
+
+def _unreadable_windows(measured, windows, scale):
+    """(outcome, context, None) when no scale per window can be read, else None.
+
+    Every signature scales whole windows: micro-batches of one window that count
+    differently, or a last window never applied, match none of them.
+    """
     if not all(near(v, row.mean()) for row in windows for v in row):
         spread = ", ".join(f"{row.min():.2f}-{row.max():.2f}" for row in windows)
         return _Outcome(measured, unexplained=[
@@ -241,34 +281,36 @@ def _judge_windows(probe, subject, exact, k):
     if near(scale, 0):
         return _Outcome(measured, unexplained=[
             "windows probe: the last full window is never applied"]), _Context(), None
+    return None
 
+
+def _judge_profile(probe, profile):
+    """missing_reset when earlier windows count more than the last one, and less each."""
+    if all(near(p, 1) for p in profile):
+        return _Part()
+    if profile[0] > 1 and np.all(np.diff(profile) < 0):
+        return _Part([Finding(
+            "missing_reset", probe.name, float(profile[0]),
+            f"window 1's gradient counts {profile[0]:.2f}x in the probe's "
+            f"{probes.WINDOWS} updates (exact: once): each update re-applies the earlier "
+            "windows")])
+    shares = ", ".join(f"{p:.2f}" for p in profile)
+    return _Part(unexplained=[f"windows probe: the windows count {shares} times the last one"])
+
+
+def _judge_scale(probe, steps, scale, k):
+    """Optimizer steps per window and how far one window moves the weights.
+
+    Returns:
+        The part of the outcome, and the context later probes are read against.
+    """
+    if steps is not None and steps > 1 and not near(steps, 1):
+        return _judge_micro_steps(probe, steps, scale, k)
     findings, unexplained = [], []
     context = _Context(window_scale=scale)
-    profile = per_window / scale
-    if not all(near(p, 1) for p in profile):
-        if profile[0] > 1 and np.all(np.diff(profile) < 0):
-            findings.append(Finding(
-                "missing_reset", probe.name, float(profile[0]),
-                f"window 1's gradient counts {profile[0]:.2f}x in the probe's "
-                f"{probes.WINDOWS} updates (exact: once): each update re-applies the earlier "
-                "windows"))
-        else:
-            shares = ", ".join(f"{p:.2f}" for p in profile)
-            unexplained.append(f"windows probe: the windows count {shares} times the last one")
-
     if steps is not None and steps < 1 and not near(steps, 1):
         unexplained.append(f"windows probe: {steps:.2f} optimizer steps per window")
-    if steps is not None and steps > 1 and not near(steps, 1):
-        findings.append(Finding(
-            "update_every_micro_step", probe.name, steps,
-            f"{steps:.2f} optimizer steps per window of {k} micro-batches (exact: 1)"))
-        if near(scale, k + 1) or near(scale, k):  # with or without a window update
-            context = _Context(micro_part=k, window_scale=scale - k)
-        else:
-            unexplained.append(f"windows probe: with {steps:.2f} steps per window the "
-                               f"weights move {scale:.2f}x as far as the exact update")
-            context = _Context(micro_part=k, window_scale=max(scale - k, 0.0))
-    elif near(scale, 1):
+    if near(scale, 1):
         pass
     elif near(scale, k):
         findings.append(Finding(
@@ -285,68 +327,126 @@ def _judge_windows(probe, subject, exact, k):
         context = _Context(micro_part=k, window_scale=1.0)
     else:
         unexplained.append(f"windows probe: every update is {scale:.2f}x the exact one")
-    return _Outcome(measured, findings, unexplained), context, None
+    return _Part(findings, unexplained), context
+
+
+def _judge_micro_steps(probe, steps, scale, k):
+    """update_every_micro_step, counted: more than one optimizer step per window.
+
+    Later probes subtract the k micro-batch steps from each window's move.
+    """
+    finding = Finding(
+        "update_every_micro_step", probe.name, steps,
+        f"{steps:.2f} optimizer steps per window of {k} micro-batches (exact: 1)")
+    if near(scale, k + 1) or near(scale, k):  # with or without a window update
+        return _Part([finding]), _Context(micro_part=k, window_scale=scale - k)
+    unexplained = [f"windows probe: with {steps:.2f} steps per window the "
+                   f"weights move {scale:.2f}x as far as the exact update"]
+    return (_Part([finding], unexplained),
+            _Context(micro_part=k, window_scale=max(scale - k, 0.0)))
 
 
 # ------------------------------------------------------------------- ragged
 
 
+class _SizeFit(NamedTuple):
+    """How the micro-batches of a ragged window counted, against their sizes.
+
+    The fit is ``contribution_i = a * (N / k) / n_i + b`` for micro-batches of
+    ``n_i`` samples, N in all: b = 1 for an exact window, a = 1 for a mean of means.
+
+    Attributes:
+        sizes: each micro-batch's sample count.
+        contributions: each micro-batch's contribution (1 is exact).
+        a: the size-dependent part, less the subject's own micro-batch steps.
+        b: the part every sample shares.
+        per_sample: how many times one in the largest micro-batch a sample in the
+            smallest counts.
+        error: how far the update is from the exact one, relative to its length.
+    """
+
+    sizes: np.ndarray
+    contributions: np.ndarray
+    a: float
+    b: float
+    per_sample: float
+    error: float
+
+    @property
+    def smallest(self):
+        return self.sizes.min()
+
+    @property
+    def largest(self):
+        return self.sizes.max()
+
+
 def _judge_ragged(probe, subject, exact, k, context):
     """Whether a sample's weight depends on its micro-batch's size; the penalty's count."""
     all_contributions = probes.contributions(subject, exact)
+    fit = _fit_sizes(probe, all_contributions, subject, exact, k, context.micro_part)
+    penalty = float(np.mean(all_contributions[len(probe.initial):]))
+    measured = (f"a sample in a micro-batch of {fit.smallest:.0f} counts {fit.per_sample:.2f}x "
+                f"one in a micro-batch of {fit.largest:.0f}; update off by {fit.error:.0%}; "
+                f"penalty {penalty:.2f}x exact")
+    sizes = _judge_sizes(probe, fit, context)
+    penalized = _judge_penalty(probe, penalty, k)
+    # An unused penalty is the verdict only when nothing else was found.
+    if penalized.unused and not sizes.findings and not sizes.unexplained:
+        penalized = penalized._replace(note="penalty not used")
+    return _merged(measured, sizes, penalized)
+
+
+def _fit_sizes(probe, all_contributions, subject, exact, k, micro_part):
+    """Fits the data weights' contributions to their micro-batches' sizes."""
     sizes = np.array(probe.sizes, dtype=np.float64)
     data = all_contributions[: len(sizes)]
-    penalty = float(np.mean(all_contributions[len(probe.initial):]))
-    # contribution_i = a * (N / k) / n_i + b: b = 1 for an exact window, a = 1
-    # for a mean of means; the subject's own micro-batch steps add k to a.
+    # The subject's own micro-batch steps add k to a: taken off, as micro_part.
     basis = np.stack([sizes.sum() / (k * sizes), np.ones_like(sizes)], axis=1)
     (a, b), *_ = np.linalg.lstsq(basis, data, rcond=None)
-    a -= context.micro_part
     small, large = sizes.argmin(), sizes.argmax()
     with np.errstate(divide="ignore", invalid="ignore"):
         per_sample = data[small] / data[large]
     moves = [o.after_epoch[0][: len(sizes)] - o.start[: len(sizes)] for o in (subject, exact)]
     error = float(np.linalg.norm(moves[0] - moves[1]) / np.linalg.norm(moves[1]))
-    measured = (f"a sample in a micro-batch of {sizes[small]:.0f} counts {per_sample:.2f}x one "
-                f"in a micro-batch of {sizes[large]:.0f}; update off by {error:.0%}; "
-                f"penalty {penalty:.2f}x exact")
-    findings, unexplained, unused, notes = [], [], [], []
+    return _SizeFit(sizes, data, a - micro_part, b, per_sample, error)
 
+
+def _judge_sizes(probe, fit, context):
+    """mean_of_means when each micro-batch weighs the same, whatever its size."""
     scale = context.window_scale
     if near(scale, 0) or not np.isfinite(scale):
-        notes.append("size dependence not judged")
-    elif near(a / scale, 0) and near(b / scale, 1):
-        pass
-    elif near(a / scale, 1) and near(b / scale, 0):
+        return _Part(note="size dependence not judged")
+    a, b = fit.a / scale, fit.b / scale
+    sizes_text = ", ".join(f"{n:.0f}" for n in fit.sizes)
+    if near(a, 0) and near(b, 1):
+        return _Part()
+    if near(a, 1) and near(b, 0):
         if context.missing_normalization:
-            notes.append("as missing_normalization")
-        else:
-            sizes_text = ", ".join(f"{n:.0f}" for n in sizes)
-            findings.append(Finding(
-                "mean_of_means", probe.name, float(per_sample),
-                f"micro-batches of {sizes_text} samples weigh the same in the update: a "
-                f"sample in a micro-batch of {sizes[small]:.0f} counts {per_sample:.2f}x one in "
-                f"a micro-batch of {sizes[large]:.0f} (the update is off by {error:.0%})"))
-    else:
-        unexplained.append(
-            f"ragged probe: micro-batches of {', '.join(f'{n:.0f}' for n in sizes)} samples "
-            f"count {', '.join(f'{c:.2f}' for c in data)} times their exact share")
+            return _Part(note="as missing_normalization")
+        return _Part([Finding(
+            "mean_of_means", probe.name, float(fit.per_sample),
+            f"micro-batches of {sizes_text} samples weigh the same in the update: a "
+            f"sample in a micro-batch of {fit.smallest:.0f} counts {fit.per_sample:.2f}x one "
+            f"in a micro-batch of {fit.largest:.0f} (the update is off by {fit.error:.0%})")])
+    return _Part(unexplained=[
+        f"ragged probe: micro-batches of {sizes_text} samples "
+        f"count {', '.join(f'{c:.2f}' for c in fit.contributions)} times their exact share"])
 
+
+def _judge_penalty(probe, penalty, k):
+    """regularizer_every_micro_step when the penalty counts once per micro-batch."""
     if near(penalty, 0):
-        unused.append("the model's regularization losses (model.losses)")
-    elif near(penalty, 1):
-        pass
-    elif near(penalty, k):
-        findings.append(Finding(
+        return _Part(unused=["the model's regularization losses (model.losses)"])
+    if near(penalty, 1):
+        return _Part()
+    if near(penalty, k):
+        return _Part([Finding(
             "regularizer_every_micro_step", probe.name, penalty,
             f"the weight penalty moves the weights {penalty:.2f}x as far as the exact update: "
-            f"it is added once per micro-batch ({k} per update), not once per update"))
-    else:
-        unexplained.append(f"ragged probe: the weight penalty counts {penalty:.2f} times per "
-                           "update (exact: once)")
-    if unused and not findings and not unexplained:
-        notes.append("penalty not used")
-    return _Outcome(measured, findings, unexplained, unused, "; ".join(notes))
+            f"it is added once per micro-batch ({k} per update), not once per update")])
+    return _Part(unexplained=[f"ragged probe: the weight penalty counts {penalty:.2f} times "
+                              "per update (exact: once)"])
 
 
 # --------------------------------------------------------------------- tail

@@ -155,6 +155,10 @@ class LivePlot(keras.callbacks.Callback):
         return self.image._repr_mimebundle_(**kwargs)
 
 
+#: The settings' labels, one width, so their controls line up.
+_SETTING_STYLE = {"description_width": "150px"}
+
+
 class Dashboard:
     """Choose accumulation steps and watch effective-batch loss curves.
 
@@ -167,8 +171,34 @@ class Dashboard:
                  hold="effective", learning_rate=0.01, optimizer="adam", epochs=3,
                  preset="regression", tail="flush", trainer=EXACT, x_axis="samples",
                  seed=0, min_redraw_interval=0.25, warmup=False):
-        style = {"description_width": "150px"}
-        wide = widgets.Layout(width="360px")
+        wide = widgets.Layout(width="360px")  # one layout for both columns of settings
+        self._add_batch_settings(wide, steps, hold, micro_batch_size, effective_batch_size)
+        self._add_training_settings(wide, learning_rate, optimizer, epochs, preset, tail,
+                                    trainer, warmup)
+        self._add_run_controls(x_axis)
+        self._add_outputs()
+
+        self.seed = seed
+        self.min_redraw_interval = min_redraw_interval
+        self.results: list[RunResult] = []
+        self.figure = None
+        self._thread = None
+        self._stop_requested = False
+        self._current = None
+
+        # What a run reads: the plan follows them, and a run disables them.
+        self._settings = [self.steps, self.hold, self.micro_batch_size, self.effective_batch_size,
+                          self.learning_rate, self.optimizer, self.epochs, self.preset,
+                          self.tail, self.trainer, self.warmup, self.x_axis]
+        self._observe_controls()
+        self._show_plan()
+        self.widget = self._arranged()
+
+    # ------------------------------------------------------------ building
+
+    def _add_batch_settings(self, wide, steps, hold, micro_batch_size, effective_batch_size):
+        """The first column: which k to compare, and which batch size they share."""
+        style = _SETTING_STYLE
         self.steps = widgets.SelectMultiple(
             options=[1, 2, 4, 8, 16, 32], value=tuple(steps), rows=6,
             description="accumulation steps", style=style, layout=wide)
@@ -181,6 +211,11 @@ class Dashboard:
         self.effective_batch_size = widgets.BoundedIntText(
             value=effective_batch_size, min=1, max=1 << 20, description="effective batch",
             style=style, layout=wide)
+
+    def _add_training_settings(self, wide, learning_rate, optimizer, epochs, preset, tail,
+                               trainer, warmup):
+        """The second column: what every run trains, and how."""
+        style = _SETTING_STYLE
         self.learning_rate = widgets.FloatLogSlider(
             value=learning_rate, base=10, min=-4, max=0.5, step=0.1, readout_format=".4f",
             description="learning rate", style=style, layout=wide)
@@ -198,12 +233,21 @@ class Dashboard:
         self.warmup = widgets.Checkbox(
             value=warmup, description="warm up k: 1, 2, 4... per epoch", indent=False,
             layout=wide)
+
+    def _add_run_controls(self, x_axis):
+        """The Run and Stop buttons and the x axis, which redraws without a run."""
         self.x_axis = widgets.ToggleButtons(options=list(X_AXES), value=x_axis,
                                             style={"button_width": "80px"},
                                             layout=widgets.Layout(width="auto"))
         self.run_button = widgets.Button(description="Run", button_style="success", icon="play")
         self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
                                           disabled=True)
+
+    def _add_outputs(self):
+        """The plan, status, progress, plot and summary.
+
+        Then the CSS classes the summary's style and the browser tests find widgets by.
+        """
         self.plan = widgets.HTML()
         self.status = widgets.HTML("ready")
         self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress")
@@ -215,24 +259,17 @@ class Dashboard:
                           (self.summary, "gaviz-summary")]:
             box.add_class(name)
 
-        self.seed = seed
-        self.min_redraw_interval = min_redraw_interval
-        self.results: list[RunResult] = []
-        self.figure = None
-        self._thread = None
-        self._stop_requested = False
-        self._current = None
-
-        self._settings = [self.steps, self.hold, self.micro_batch_size, self.effective_batch_size,
-                          self.learning_rate, self.optimizer, self.epochs, self.preset,
-                          self.tail, self.trainer, self.warmup, self.x_axis]
+    def _observe_controls(self):
+        """Re-plans when a setting changes, redraws when the x axis does; connects the buttons."""
         for control in self._settings:
             control.observe(lambda _: self._show_plan(), names="value")
         self.x_axis.observe(lambda _: self._replot(), names="value")
         self.run_button.on_click(lambda _: self.run())
         self.stop_button.on_click(lambda _: self.stop())
-        self._show_plan()
-        self.widget = widgets.VBox([
+
+    def _arranged(self):
+        """The whole dashboard: settings in two columns, then plan, buttons, status and plot."""
+        return widgets.VBox([
             widgets.HBox([
                 widgets.VBox([self.steps, self.hold, self.micro_batch_size,
                               self.effective_batch_size]),
@@ -261,12 +298,9 @@ class Dashboard:
         try:
             plans = self.planned_runs()
         except ValueError as error:
-            self.plan.value = f"<span style='color:#b00'>{html.escape(str(error))}</span>"
+            self.plan.value = _status_html(str(error), error=True)
             return
-        rows = "".join(
-            f"<li>{html.escape(p.label)}: {p.updates_per_epoch} updates per epoch</li>"
-            for p in plans)
-        self.plan.value = f"<b>Planned runs</b><ul style='margin:2px 0'>{rows}</ul>"
+        self.plan.value = _plan_html(plans)
 
     # ------------------------------------------------------------ running
 
@@ -318,19 +352,13 @@ class Dashboard:
                 if self._stop_requested:
                     break
                 self._train_one(result, x, y)
-            stopped = self._stop_requested
-            failed = [r for r in self.results if r.error]
-            message = "stopped" if stopped else "finished"
-            message += f": {sum(len(r.history) for r in self.results)} updates in " \
-                       f"{sum(r.seconds for r in self.results):.1f} s"
-            if failed:
-                message += "; " + "; ".join(f"{r.plan.label}: {r.error}" for r in failed)
-            self._say(message, error=bool(failed))
+            self._say(_end_message(self.results, stopped=self._stop_requested),
+                      error=any(r.error for r in self.results))
         except Exception as error:  # noqa: BLE001 - shown in the dashboard, never lost
             self._say(f"{type(error).__name__}: {error}", error=True)
         finally:
             self._draw()
-            self.summary.value = self._summary_html()
+            self.summary.value = _summary_html(self.results)
             self._current = None
             self._set_running(False)
 
@@ -378,8 +406,7 @@ class Dashboard:
         self._draw()
 
     def _say(self, message, error=False):
-        color = "#b00" if error else "#060"
-        self.status.value = f"<span style='color:{color}'>{html.escape(message)}</span>"
+        self.status.value = _status_html(message, error)
 
     def _set_running(self, running):
         for control in self._settings:
@@ -387,22 +414,52 @@ class Dashboard:
         self.run_button.disabled = running
         self.stop_button.disabled = not running
 
-    def _summary_html(self):
-        head = ("<tr><th>k</th><th>micro</th><th>effective</th><th>updates</th>"
-                "<th>samples/s</th><th>final loss</th><th>distance from exact</th></tr>")
-        rows = []
-        for r in self.results:
-            final = f"{r.history.loss[-1]:.4g}" if r.history else "–"
-            distance = "–" if r.distance_from_exact is None else f"{r.distance_from_exact:.3g}"
-            rows.append(
-                f"<tr><td>{r.plan.accumulation_steps}</td><td>{r.plan.micro_batch_size}</td>"
-                f"<td>{r.plan.effective_batch_size}</td><td>{len(r.history)}</td>"
-                f"<td>{r.samples_per_second:,.0f}</td><td>{final}</td><td>{distance}</td></tr>")
-        style = "<style>.gaviz-summary td, .gaviz-summary th {padding: 2px 10px; text-align: right}</style>"
-        return f"{style}<table>{head}{''.join(rows)}</table>"
-
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
+
+
+# ------------------------------------------------------------ HTML, from plain objects
+
+
+def _status_html(message: str, error: bool = False) -> str:
+    """A status line: red for an error, green otherwise."""
+    color = "#b00" if error else "#060"
+    return f"<span style='color:{color}'>{html.escape(message)}</span>"
+
+
+def _plan_html(plans: list[RunPlan]) -> str:
+    """The planned runs, one item each, with their updates per epoch."""
+    rows = "".join(
+        f"<li>{html.escape(p.label)}: {p.updates_per_epoch} updates per epoch</li>"
+        for p in plans)
+    return f"<b>Planned runs</b><ul style='margin:2px 0'>{rows}</ul>"
+
+
+def _end_message(results: list[RunResult], stopped: bool) -> str:
+    """How a Run ended: stopped or finished, its updates and seconds, and each failure."""
+    failed = [r for r in results if r.error]
+    message = "stopped" if stopped else "finished"
+    message += f": {sum(len(r.history) for r in results)} updates in " \
+               f"{sum(r.seconds for r in results):.1f} s"
+    if failed:
+        message += "; " + "; ".join(f"{r.plan.label}: {r.error}" for r in failed)
+    return message
+
+
+def _summary_html(results: list[RunResult]) -> str:
+    """One table row per run: its batch sizes, speed, final loss and distance from exact."""
+    head = ("<tr><th>k</th><th>micro</th><th>effective</th><th>updates</th>"
+            "<th>samples/s</th><th>final loss</th><th>distance from exact</th></tr>")
+    rows = []
+    for r in results:
+        final = f"{r.history.loss[-1]:.4g}" if r.history else "–"
+        distance = "–" if r.distance_from_exact is None else f"{r.distance_from_exact:.3g}"
+        rows.append(
+            f"<tr><td>{r.plan.accumulation_steps}</td><td>{r.plan.micro_batch_size}</td>"
+            f"<td>{r.plan.effective_batch_size}</td><td>{len(r.history)}</td>"
+            f"<td>{r.samples_per_second:,.0f}</td><td>{final}</td><td>{distance}</td></tr>")
+    style = "<style>.gaviz-summary td, .gaviz-summary th {padding: 2px 10px; text-align: right}</style>"
+    return f"{style}<table>{head}{''.join(rows)}</table>"
 
 
 def dashboard(**settings) -> Dashboard:

@@ -47,6 +47,7 @@ def _count(value, call) -> int:
 
 
 def _check_window(make_window) -> str:
+    """Runs ``make_window``'s window call by call, then against the eager loop and diagnose."""
     micro_batches, loss = _problem()
     model, optimizer = _fresh()
     window = make_window(model, optimizer, loss, micro_batches.element_spec)
@@ -55,7 +56,20 @@ def _check_window(make_window) -> str:
         raise Incorrect("`window` is a plain Python function, so every operation in it runs "
                         "eagerly: wrap it in tf.function, so that one call runs a whole window "
                         "as one graph")
-    iterator = iter(micro_batches)
+    counts = _window_counts(window, iter(micro_batches))
+    reference, reference_optimizer = _fresh()
+    accumulation_epoch(reference, reference_optimizer, loss, micro_batches, K)
+    difference = max_difference(model, reference)
+    # Counted before diagnose, which calls make_window again.
+    traces = window.experimental_get_tracing_count()
+    _check_diagnosis(make_window, difference)
+    return (f"one graph call per window ({counts} micro-batches per call), traced {traces} "
+            f"time{'s' if traces > 1 else ''}, the weights of the exact eager loop (to "
+            f"{difference:.0e}), exact on all of diagnose's probes")
+
+
+def _window_counts(window, iterator) -> list:
+    """What each of four calls of ``window`` read: one window each, then nothing."""
     counts = []
     try:
         for call in range(1, len(EXPECTED_COUNTS) + 1):
@@ -80,10 +94,11 @@ def _check_window(make_window) -> str:
         raise Incorrect(f"for 10 micro-batches and accumulation_steps={K}, four calls returned "
                         f"{counts}, expected {EXPECTED_COUNTS} (two full windows, the partial "
                         "one, then nothing left)")
-    reference, reference_optimizer = _fresh()
-    accumulation_epoch(reference, reference_optimizer, loss, micro_batches, K)
-    difference = max_difference(model, reference)
-    traces = window.experimental_get_tracing_count()
+    return counts
+
+
+def _check_diagnosis(make_window, difference):
+    """Incorrect, with diagnose's findings, unless the weights match and every probe is exact."""
     if difference > 1e-5:
         with expected_retracing():
             findings = diagnose(windowed_epoch(make_window), accumulation_steps=K).findings
@@ -95,9 +110,6 @@ def _check_window(make_window) -> str:
         diagnosis = diagnose(windowed_epoch(make_window), accumulation_steps=K)
     if not diagnosis.exact:
         raise Incorrect(f"diagnose finds: {diagnosis.summary()}")
-    return (f"one graph call per window ({counts} micro-batches per call), traced {traces} "
-            f"time{'s' if traces > 1 else ''}, the weights of the exact eager loop (to "
-            f"{difference:.0e}), exact on all of diagnose's probes")
 
 
 window = Exercise(
