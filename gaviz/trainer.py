@@ -78,7 +78,9 @@ class AccumulationTrainer(tf.Module):
             On arrays (``fit(x, y)``) the whole graph call is one XLA program,
             which on a small model removes most of what a window costs beyond
             its arithmetic (benchmarks/bench_dispatch.py); on a dataset, whose
-            iterator XLA cannot compile, each micro-step is. Still one
+            iterator XLA cannot compile, each micro-step is, and so on a CPU
+            for a model with convolutions, whose gradients XLA runs tens of
+            times slower inside a loop (a warning says so). Still one
             micro-batch's activations at a time, but XLA's peak holds several
             copies of the weights (benchmarks/bench_memory.py): where memory
             is the constraint, leave it off.

@@ -43,6 +43,35 @@ def test_the_whole_call_is_one_xla_program(regression_data):
     # One program holding the window loop, the micro-steps' matrix products
     # and the update: nothing of the call is left outside XLA.
     assert "while" in hlo and "dot(" in hlo
+    assert trainer.window_loop.whole_call_compiled
+
+
+def small_cnn():
+    keras.utils.set_random_seed(2)
+    return keras.Sequential([
+        keras.Input((6, 6, 2)), keras.layers.Conv2D(3, 3, activation="relu"),
+        keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(1),
+    ])
+
+
+@pytest.mark.skipif(bool(tf.config.list_logical_devices("GPU")), reason="a CPU's XLA issue")
+def test_a_convolution_on_a_cpu_compiles_each_micro_step_says_so_and_stays_exact():
+    """XLA's CPU backend runs convolution gradients tens of times slower in a
+    loop (jax-ml/jax#12868): the window loop is left to TensorFlow."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(20, 6, 6, 2)).astype("float32")
+    y = rng.normal(size=(20, 1)).astype("float32")
+    model = small_cnn()
+    reference = clone(model)
+    with pytest.warns(UserWarning, match=r"Conv2D layers tens of times slower inside a loop"):
+        trainer = gaviz.AccumulationTrainer(
+            model, keras.optimizers.SGD(0.1), "mse", K, jit_compile=True
+        )
+    assert not trainer.window_loop.whole_call_compiled
+    trainer.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    windows = group_windows(micro_batches(x, y, [4] * 5), K, "flush", 1)
+    train_big_batches(reference, keras.optimizers.SGD(0.1), MSE, windows)
+    assert weight_gap(model, reference) < TOLERANCE
 
 
 @pytest.mark.parametrize("tail", ["flush", "drop", "carry"])
