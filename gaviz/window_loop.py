@@ -34,7 +34,10 @@ class WindowLoop:
         )
         #: Whether XLA compiles a whole call on arrays (every micro-step,
         #: update and the window loop in one program), not only each micro-step.
-        self.whole_call_compiled = trainer.jit_compile and not _slow_in_an_xla_loop(trainer.model)
+        slow = _slow_in_a_cpu_xla_loop(trainer.model) if trainer.jit_compile else []
+        if slow:
+            _warn_micro_steps_compiled(slow)
+        self.whole_call_compiled = trainer.jit_compile and not slow
         self.iterator_windows = tf.function(self._iterator_windows)
         self.array_windows = tf.function(
             self._array_windows, reduce_retracing=True, jit_compile=self.whole_call_compiled
@@ -179,19 +182,20 @@ _SLOW_IN_A_CPU_XLA_LOOP = (
 )
 
 
-def _slow_in_an_xla_loop(model) -> bool:
-    """Whether compiling the window loop with XLA would slow ``model`` down:
-    a convolution, on a machine whose TensorFlow sees no GPU. Says so."""
+def _slow_in_a_cpu_xla_loop(model) -> list[str]:
+    """The kinds of ``model``'s layers that compiling the window loop with XLA
+    would slow down: convolutions, when TensorFlow sees no GPU."""
     if tf.config.list_logical_devices("GPU"):
-        return False
-    slow = sorted({type(layer).__name__ for layer in model._flatten_layers()
+        return []
+    return sorted({type(layer).__name__ for layer in model._flatten_layers()
                    if isinstance(layer, _SLOW_IN_A_CPU_XLA_LOOP)})
-    if slow:
-        warnings.warn(
-            f"jit_compile=True on a CPU: XLA runs the gradients of {', '.join(slow)} layers "
-            "tens of times slower inside a loop than alone (a known XLA issue, "
-            "jax-ml/jax#12868), so gaviz compiles each micro-step with XLA, not the "
-            "whole window loop. The numbers are the same either way.",
-            stacklevel=4,
-        )
-    return bool(slow)
+
+
+def _warn_micro_steps_compiled(slow_layers):
+    warnings.warn(
+        f"jit_compile=True on a CPU: XLA runs the gradients of {', '.join(slow_layers)} "
+        "layers tens of times slower inside a loop than alone (a known XLA issue, "
+        "jax-ml/jax#12868), so gaviz compiles each micro-step with XLA, not the whole "
+        "window loop. The numbers are the same either way.",
+        stacklevel=4,  # the line that made the trainer
+    )
