@@ -124,7 +124,11 @@ def memory_growth(configuration: str) -> dict:
 
 @pytest.mark.parametrize(
     "source, reference",
-    [("GAVIZ", "PLAIN_SMALL"), ("GAVIZ_ARRAYS", "PLAIN_SMALL"), ("GAVIZ_XLA", "PLAIN_XLA")],
+    # Not GAVIZ_XLA: on a CPU this CNN's micro-steps are compiled one by one
+    # (XLA's convolution gradients are slow in a loop), and there even
+    # overlapping micro-steps (parallel_iterations=10) peak the same,
+    # 77 MiB against 73-81, so the case could not fail.
+    [("GAVIZ", "PLAIN_SMALL"), ("GAVIZ_ARRAYS", "PLAIN_SMALL")],
 )
 def test_accumulation_holds_one_micro_batch_of_activations_at_a_time(source, reference):
     """Held to the plain step run the same way (XLA plans its own buffers)."""
