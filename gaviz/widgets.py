@@ -11,6 +11,7 @@ with no extension to build, and in tests with no display at all.
 from __future__ import annotations
 
 import html
+import inspect
 import math
 import threading
 import time
@@ -470,7 +471,7 @@ def dashboard(**settings) -> Dashboard:
     ``learning_rate``, ``optimizer``, ``epochs``, ``preset``, ``tail``,
     ``trainer``, ``x_axis``).
     """
-    unknown = set(settings) - set(Dashboard.__init__.__code__.co_varnames[1:])
+    unknown = set(settings) - set(inspect.signature(Dashboard).parameters)
     if unknown:
         raise TypeError(f"dashboard() got unknown settings: {sorted(unknown)}")
     if "hold" in settings:

@@ -119,9 +119,10 @@ def test_live_plot_callback_for_your_own_fit(regression_data):
     assert live.image.value[:4] == b"\x89PNG"
 
 
-def test_unknown_dashboard_setting():
-    with pytest.raises(TypeError, match="unknown settings"):
-        gaviz.dashboard(stepz=(1,))
+@pytest.mark.parametrize("setting", ["stepz", "wide"])  # wide: a local of __init__
+def test_unknown_dashboard_setting(setting):
+    with pytest.raises(TypeError, match=rf"unknown settings: \['{setting}'\]"):
+        gaviz.dashboard(**{setting: (1,)})
 
 
 def test_changing_the_x_axis_redraws_finished_runs():
