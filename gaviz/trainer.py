@@ -304,33 +304,29 @@ class AccumulationTrainer(tf.Module):
 
         Args:
             x: a ``tf.data.Dataset`` of micro-batches ``(x, y)`` or ``(x, y,
-                sample_weight)``, iterated afresh each epoch; or arrays,
-                tensors, or a dict/list of them, cut into micro-batches inside
-                the graph (through ``tf.data`` under a multi-replica strategy).
+                sample_weight)``, iterated afresh each epoch; or arrays, cut
+                into micro-batches inside the graph.
             y, sample_weight: targets and per-row weights, when ``x`` is arrays.
             batch_size: the micro-batch size, when ``x`` is arrays (default 32).
-            verbose: 0 silent; 1 or ``"auto"`` Keras's progress bar, a step
-                per update; 2 one line per epoch.
-            callbacks: Keras callbacks, through Keras's ``CallbackList``; batch
-                events once per update (once per graph call when several
-                windows run per call and no callback of yours listens).
-            validation_data: as Keras's, evaluated with ``model.evaluate``
-                (batches of ``validation_batch_size``, default ``batch_size``)
-                after each ``validation_freq``-th epoch (``val_*`` in the logs).
+            verbose: 0 silent; 1 or ``"auto"`` a progress bar stepping per
+                update; 2 one line per epoch.
+            callbacks: Keras callbacks; batch events once per update (once per
+                graph call when several windows run per call and no callback
+                of yours listens).
+            validation_data: evaluated with ``model.evaluate`` (batches of
+                ``validation_batch_size``, default ``batch_size``).
             shuffle: shuffle the rows of arrays each epoch (numpy's generator,
                 which ``keras.utils.set_random_seed`` seeds); a dataset keeps
                 its own order.
-            on_update: a callable, or several, called with an
-                :class:`~gaviz.history.Update` after each applied update.
+            on_update: callables given each applied :class:`~gaviz.history.Update`.
 
         Returns:
-            A :class:`~gaviz.history.History`: a record per update
-            (``history.loss``...) and, as Keras's, ``history.history``.
+            A :class:`~gaviz.history.History`: a record per update, and
+            ``history.history`` as Keras's.
 
         Raises:
-            NonFiniteUpdate: a window's loss or gradient is not finite (a
-                ``FloatingPointError``); that update is not applied and its
-                window is discarded.
+            NonFiniteUpdate: a window's loss or gradient is not finite; that
+                update is not applied and its window is discarded.
             TypeError, ValueError: bad data, ``epochs`` or targets.
 
         Whatever is raised, ``on_train_end`` is called first, and the model

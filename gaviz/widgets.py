@@ -160,42 +160,9 @@ class LivePlot(keras.callbacks.Callback):
 _SETTING_STYLE = {"description_width": "150px"}
 
 
-class Dashboard:
-    """Choose accumulation steps and watch effective-batch loss curves.
-
-    Build it with :func:`dashboard`; display it by leaving it last in a cell.
-    ``run()``/``stop()``/``wait()`` do what the buttons do, for scripts and
-    tests; ``results`` holds one :class:`RunResult` per configuration.
-    """
-
-    def __init__(self, steps=(1, 2, 4, 8), micro_batch_size=32, effective_batch_size=256,
-                 hold="effective", learning_rate=0.01, optimizer="adam", epochs=3,
-                 preset="regression", tail="flush", trainer=EXACT, x_axis="samples",
-                 seed=0, min_redraw_interval=0.25, warmup=False):
-        wide = widgets.Layout(width="360px")  # one layout for both columns of settings
-        self._add_batch_settings(wide, steps, hold, micro_batch_size, effective_batch_size)
-        self._add_training_settings(wide, learning_rate, optimizer, epochs, preset, tail,
-                                    trainer, warmup)
-        self._add_run_controls(x_axis)
-        self._add_outputs()
-
-        self.seed = seed
-        self.min_redraw_interval = min_redraw_interval
-        self.results: list[RunResult] = []
-        self.figure = None
-        self._thread = None
-        self._stop_requested = False
-        self._current = None
-
-        # What a run reads: the plan follows them, and a run disables them.
-        self._settings = [self.steps, self.hold, self.micro_batch_size, self.effective_batch_size,
-                          self.learning_rate, self.optimizer, self.epochs, self.preset,
-                          self.tail, self.trainer, self.warmup, self.x_axis]
-        self._observe_controls()
-        self._show_plan()
-        self.widget = self._arranged()
-
-    # ------------------------------------------------------------ building
+class _DashboardForm:
+    """The dashboard's controls and their layout: every setting a run reads,
+    the run controls and the outputs, as widget attributes of the dashboard."""
 
     def _add_batch_settings(self, wide, steps, hold, micro_batch_size, effective_batch_size):
         """The first column: which k to compare, and which batch size they share."""
@@ -281,6 +248,42 @@ class Dashboard:
             widgets.HBox([self.run_button, self.stop_button, self.progress, self.x_axis]),
             self.status, self.image, self.summary,
         ])
+
+
+class Dashboard(_DashboardForm):
+    """Choose accumulation steps and watch effective-batch loss curves.
+
+    Build it with :func:`dashboard`; display it by leaving it last in a cell.
+    ``run()``/``stop()``/``wait()`` do what the buttons do, for scripts and
+    tests; ``results`` holds one :class:`RunResult` per configuration.
+    """
+
+    def __init__(self, steps=(1, 2, 4, 8), micro_batch_size=32, effective_batch_size=256,
+                 hold="effective", learning_rate=0.01, optimizer="adam", epochs=3,
+                 preset="regression", tail="flush", trainer=EXACT, x_axis="samples",
+                 seed=0, min_redraw_interval=0.25, warmup=False):
+        wide = widgets.Layout(width="360px")  # one layout for both columns of settings
+        self._add_batch_settings(wide, steps, hold, micro_batch_size, effective_batch_size)
+        self._add_training_settings(wide, learning_rate, optimizer, epochs, preset, tail,
+                                    trainer, warmup)
+        self._add_run_controls(x_axis)
+        self._add_outputs()
+
+        self.seed = seed
+        self.min_redraw_interval = min_redraw_interval
+        self.results: list[RunResult] = []
+        self.figure = None
+        self._thread = None
+        self._stop_requested = False
+        self._current = None
+
+        # What a run reads: the plan follows them, and a run disables them.
+        self._settings = [self.steps, self.hold, self.micro_batch_size, self.effective_batch_size,
+                          self.learning_rate, self.optimizer, self.epochs, self.preset,
+                          self.tail, self.trainer, self.warmup, self.x_axis]
+        self._observe_controls()
+        self._show_plan()
+        self.widget = self._arranged()
 
     # ------------------------------------------------------------ planning
 
