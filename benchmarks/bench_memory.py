@@ -34,6 +34,7 @@ import argparse
 import functools
 import gc
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -44,6 +45,7 @@ import numpy as np
 import tensorflow as tf
 
 import gaviz
+from gaviz.memory import CPU_ALLOCATOR_STATS_ENV
 
 SIZE, CLASSES, MICRO, K, LR = 32, 10, 32, 8, 0.01
 WIDTH = 2048  # of the two dense layers: the parameters (16.6 MiB) are mostly theirs
@@ -156,7 +158,9 @@ def measure(name, samples, width=WIDTH):
 
 def in_child(name, quick):
     command = [sys.executable, __file__, "--child", name] + (["--quick"] if quick else [])
-    done = subprocess.run(command, capture_output=True, text=True)
+    # The CPU allocator keeps statistics only when asked, before TensorFlow starts.
+    env = {**os.environ, **CPU_ALLOCATOR_STATS_ENV}
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"Measuring {name!r} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -57,6 +57,25 @@ def _rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+#: Set before TensorFlow starts, this makes the CPU allocator keep statistics
+#: (TensorFlow builds using oneDNN on CPUs with AVX-512 use such an allocator
+#: already; on other CPUs the default allocator keeps none).
+CPU_ALLOCATOR_STATS_ENV = {"TF_CPU_ALLOCATOR_USE_BFC": "true"}
+
+
+def _reset_allocator_stats(device: str) -> None:
+    try:
+        tf.config.experimental.reset_memory_stats(device)
+    except ValueError:
+        setting = " ".join(f"{k}={v}" for k, v in CPU_ALLOCATOR_STATS_ENV.items())
+        hint = (f" On a CPU, set {setting} in the environment before TensorFlow starts."
+                if "CPU" in device.upper() else "")
+        raise ValueError(
+            f"`device`={device!r} keeps no allocator statistics in this process.{hint} "
+            "Or leave `device` unset to measure the process's resident memory."
+        ) from None
+
+
 def measure_peak_memory(
     work, *args, interval: float = 0.002, device: str | None = None, **kwargs
 ):
@@ -75,7 +94,7 @@ def measure_peak_memory(
     if device is None and tf.config.list_logical_devices("GPU"):
         device = "GPU:0"
     if device is not None:
-        tf.config.experimental.reset_memory_stats(device)
+        _reset_allocator_stats(device)
         baseline = tf.config.experimental.get_memory_info(device)["current"]
         result = work(*args, **kwargs)
         peak = tf.config.experimental.get_memory_info(device)["peak"]
