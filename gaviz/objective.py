@@ -65,6 +65,15 @@ class MicroLoss(NamedTuple):
     output_means: list
 
 
+def _given_reductions(user_loss) -> list:
+    """The reductions of the losses ``compile`` was given, one per output: as
+    Keras's ``CompileLoss`` builds them, anything but a ``keras.losses.Loss``
+    (a name, a function) gets Keras's default, ``"sum_over_batch_size"``."""
+    return [getattr(entry, "reduction", "sum_over_batch_size")
+            if isinstance(entry, keras.losses.Loss) else "sum_over_batch_size"
+            for entry in tree.flatten(user_loss) if entry is not None]
+
+
 class Objective:
     """Keras's compiled loss for ``model``, as per-micro-batch sums.
 
@@ -80,7 +89,15 @@ class Objective:
         self.output_names = output_names
         self.requested = normalize
         self.terms: list[Term] = []
-        self.normalize = normalize or "samples"
+        # Resolved once, from the losses compile was given: a reduction is
+        # known before the losses are built on data.
+        self._normalize = self._normalization(_given_reductions(compile_loss._user_loss))
+
+    @property
+    def normalize(self) -> str:
+        """What a window is divided by: ``"samples"``, ``"weights"`` or ``"sum"``
+        (from the losses' reductions, or the trainer's ``normalize``)."""
+        return self._normalize
 
     # ------------------------------------------------------------- building
 
@@ -103,7 +120,6 @@ class Objective:
                 ) from None
         y_true, y_pred = self._as_built(y_true, y_pred)
         flat = self.compile_loss._flat_losses
-        self.normalize = self._normalization([t.loss for t in flat])
         terms = []
         for path, loss, weight, name in flat:
             if tree.is_nested(_at(path, y_pred)) or tree.is_nested(_at(path, y_true)):
@@ -119,8 +135,10 @@ class Objective:
             terms.append(Term(path, loss, 1.0 if weight is None else float(weight), name, per_row))
         self.terms = terms
 
-    def _normalization(self, losses) -> str:
-        reductions = {getattr(loss, "reduction", "sum_over_batch_size") for loss in losses}
+    def _normalization(self, reductions) -> str:
+        reductions = set(reductions)
+        if not reductions:  # no loss yet: checked where the loss is required
+            return self.requested or "samples"
         unknown = reductions - set(REDUCTION_NORMALIZE)
         if unknown:
             raise ValueError(
