@@ -108,18 +108,6 @@ def add(sums: WindowSums, micro: WindowSums) -> WindowSums:
     )
 
 
-def scale(sums: WindowSums, factor) -> WindowSums:
-    """Every sum times ``factor`` (sample count, normalizer and rows too)."""
-    factor = tf.cast(factor, tf.float32)
-    return WindowSums(
-        [g * tf.cast(factor, g.dtype) for g in sums.gradients],
-        sums.loss_sum * factor,
-        sums.sample_count * factor,
-        sums.normalizer * factor,
-        sums.rows * factor,
-    )
-
-
 def finish(gradients, divisor, regularization_gradients=None) -> list:
     """The window's gradient: summed gradients over the divisor, plus regularization.
 
