@@ -45,11 +45,11 @@ def check_windows_per_call(value):
         ) from None
 
 
-def check_single_replica(trainer_class, strategy):
+def check_single_replica(class_name, strategy):
     """The pitfalls are teaching tools for one device: refuse several replicas."""
-    if trainer_class.single_replica_only and strategy.num_replicas_in_sync > 1:
+    if strategy.num_replicas_in_sync > 1:
         raise ValueError(
-            f"`strategy` must have one replica for {trainer_class.__name__}: the pitfall "
+            f"`strategy` must have one replica for {class_name}: the pitfall "
             "gallery shows its mistakes on one device. Received a "
             f"{type(strategy).__name__} with {strategy.num_replicas_in_sync} replicas; "
             "use gaviz.AccumulationTrainer under tf.distribute."
@@ -134,22 +134,23 @@ def check_one_of(name, value, options):
     return value
 
 
-def check_dataset(dataset, model=None):
-    """Checks that ``dataset`` is a tf.data.Dataset of ``(x, y)`` or ``(x, y, w)``."""
+def check_dataset(dataset, model=None, name="dataset"):
+    """Checks that ``dataset`` (the argument ``name``) is a tf.data.Dataset of
+    ``(x, y)`` or ``(x, y, w)`` micro-batches."""
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(
-            "`dataset` must be a tf.data.Dataset of (x, y) or (x, y, sample_weight) "
-            f"micro-batches. Received: dataset of type {type(dataset).__name__}"
+            f"`{name}` must be a tf.data.Dataset of (x, y) or (x, y, sample_weight) "
+            f"micro-batches. Received: {name} of type {type(dataset).__name__}"
         )
     spec = dataset.element_spec
     if not isinstance(spec, tuple) or len(spec) not in (2, 3):
         raise TypeError(
-            "`dataset` elements must be tuples (x, y) or (x, y, sample_weight). "
+            f"`{name}` elements must be tuples (x, y) or (x, y, sample_weight). "
             f"Received: element_spec={spec}"
         )
     if _looks_unbatched(spec, model):
         raise ValueError(
-            "`dataset` must yield micro-batches, but its elements look like single "
+            f"`{name}` must yield micro-batches, but its elements look like single "
             f"samples (element_spec={spec}). Batch it: dataset.batch(micro_batch_size)."
         )
 

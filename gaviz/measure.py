@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import keras
 import numpy as np
 
+from gaviz import pitfalls
 from gaviz.history import NonFiniteUpdate
 from gaviz.trainer import AccumulationTrainer
 
@@ -72,24 +73,27 @@ class Comparison:
     def headline(self) -> str:
         """The number that tells this trainer's story, in words (``plot``'s title).
 
-        ``MissingReset``: how much the update size grew, last update / first.
-        ``MissingNormalization``, ``UpdateEveryMicroStep``: the effective
-        learning-rate ratio. The tail pitfalls: the update counts and the final
-        weight distance. Any other trainer: the first update's relative error.
+        Which number is the pitfall's ``story`` (:data:`gaviz.pitfalls.STORIES`):
+        ``"update_growth"``, how much the update size grew, last update /
+        first; ``"learning_rate"``, the effective learning-rate ratio;
+        ``"update_count"``, the update counts and the final weight distance;
+        ``"first_update"`` (any other trainer), the first update's relative error.
         """
-        norms, exact_norms = self.update_norms, self.exact_update_norms
-        if self.name == "MissingReset" and len(norms) > 1 and norms[0] > 0 and exact_norms[0] > 0:
-            story = (f"update {len(norms)} is {norms[-1] / norms[0]:.3g}x update 1 "
-                     f"(exact: {exact_norms[-1] / exact_norms[0]:.2g}x)")
-        elif (self.name in ("MissingNormalization", "UpdateEveryMicroStep")
-              and self.effective_learning_rate_ratio is not None):
-            story = f"effective learning rate x{self.effective_learning_rate_ratio:.3g}"
-        elif self.name in ("DroppedTail", "UnderScaledTail", "CarriedTail"):
-            story = (f"{len(self.loss)} updates (exact: {len(self.exact_loss)}), "
-                     f"final weights {self.final_weight_distance:.2g} apart")
-        else:
-            story = f"first update off by {self.first_update_relative_error:.2g}"
+        record = pitfalls.record_of(self.name)
+        story = self._story(record.story if record else "first_update")
         return f"{self.name}: {story}" + (", then stopped: non-finite" if self.error else "")
+
+    def _story(self, kind: str) -> str:
+        norms, exact_norms = self.update_norms, self.exact_update_norms
+        if kind == "update_growth" and len(norms) > 1 and norms[0] > 0 and exact_norms[0] > 0:
+            return (f"update {len(norms)} is {norms[-1] / norms[0]:.3g}x update 1 "
+                    f"(exact: {exact_norms[-1] / exact_norms[0]:.2g}x)")
+        if kind == "learning_rate" and self.effective_learning_rate_ratio is not None:
+            return f"effective learning rate x{self.effective_learning_rate_ratio:.3g}"
+        if kind == "update_count":
+            return (f"{len(self.loss)} updates (exact: {len(self.exact_loss)}), "
+                    f"final weights {self.final_weight_distance:.2g} apart")
+        return f"first update off by {self.first_update_relative_error:.2g}"
 
     def plot(self, figure=None):
         """Loss histories and weight distance, side by side; returns the figure."""

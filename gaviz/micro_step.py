@@ -25,6 +25,10 @@ class MicroStep:
     def __init__(self, model, optimizer, objective: Objective):
         self.model, self.optimizer, self.objective = model, optimizer, objective
 
+    def variables(self) -> list:
+        """The variables trained: the model's trainable ones, read when called."""
+        return self.model.trainable_variables
+
     def sums(self, x, y, sample_weight) -> WindowSums:
         """What the micro-batch ``(x, y, sample_weight)`` adds to its window."""
         with tf.GradientTape() as tape:

@@ -1,29 +1,41 @@
 """The pitfall gallery: the exact trainer with one classic mistake each.
 
-Every class here is :class:`gaviz.AccumulationTrainer` with one labelled
-change (search for ``# PITFALL:``), the same constructor and the same
-``fit``. Where the mistake is arithmetic, the change is a different
-:class:`~gaviz.rules.Rule`; where it is about state, it is one of the
-trainer's documented hooks. They exist to be watched going wrong: measure
-one against the exact trainer with :func:`gaviz.compare_with_exact`, or name
-it with :func:`gaviz.diagnose`. They are teaching tools for one device:
-constructed with a multi-replica strategy, each raises ``ValueError``.
+Everything gaviz knows about a pitfall is one :class:`Pitfall` record in
+:data:`GALLERY`: its name, the :class:`~gaviz.rules.Rule` or the trainer
+setting that is its mistake (labelled ``# PITFALL:``), its symptom, cause,
+fix and the lesson that teaches it, the story its comparison with the exact
+trainer tells, and the signature :func:`gaviz.diagnose` recognises it by.
+The gallery, ``diagnose``'s fixes, comparison headlines, the dashboard and
+the tests all read that table; adding a pitfall is one record (and its test).
+
+Each record is also a trainer class (``MissingReset``, ...): the exact
+:class:`gaviz.AccumulationTrainer` with the record's rule and settings, the
+same constructor and the same ``fit``. They exist to be watched going
+wrong: measure one against the exact trainer with
+:func:`gaviz.compare_with_exact`, or name it with :func:`gaviz.diagnose`.
+They are teaching tools for one device: constructed with a multi-replica
+strategy, each raises ``ValueError``.
 
 ``PITFALLS`` maps each pitfall's name to its class.
 """
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
 import tensorflow as tf
 
-from gaviz import window
-from gaviz.rules import Rule
+from gaviz import checks
+from gaviz.rules import EXACT, Rule
 from gaviz.trainer import AccumulationTrainer
 from gaviz.window import WindowSums
 
 
 def mean_contribution(micro: WindowSums) -> WindowSums:
     """A micro-batch's mean loss and gradient, counted as one unit of the window."""
+    # PITFALL: each micro-batch is divided by its own count, not the window by its count.
     n = micro.normalizer
     return micro._replace(
         gradients=[tf.math.divide_no_nan(g, tf.cast(n, g.dtype)) for g in micro.gradients],
@@ -35,232 +47,294 @@ def mean_contribution(micro: WindowSums) -> WindowSums:
 def no_divisor(normalizer, micro_steps, accumulation_steps):
     """Divides by one: the window's sum is used as it is."""
     del micro_steps, accumulation_steps
+    # PITFALL: the window's sum is never divided.
     return tf.ones_like(normalizer)
 
 
 def full_window_divisor(normalizer, micro_steps, accumulation_steps):
     """The count a full window of micro-batches this size would have."""
+    # PITFALL: the divisor of a full window, whatever this one holds.
     full = tf.cast(accumulation_steps, normalizer.dtype)
     return normalizer * full / tf.cast(tf.maximum(micro_steps, 1), normalizer.dtype)
 
 
 def once_per_micro_step(micro_steps):
+    """The weight penalty once per micro-step of the window."""
+    # PITFALL: one penalty per micro-step in the window, not one per update.
     return tf.cast(micro_steps, tf.float32)
 
 
-class _Pitfall(AccumulationTrainer):
-    """Common to the gallery: one device only."""
+def keep_gradients(sums: WindowSums, fresh: WindowSums, variables) -> WindowSums:
+    """The next window starts with the closed one's gradient sums."""
+    del variables
+    # PITFALL: the gradient accumulators are never zeroed (only the counts are).
+    return fresh._replace(gradients=sums.gradients)
 
-    single_replica_only = True
+
+def zero_weights(sums: WindowSums, fresh: WindowSums, variables) -> WindowSums:
+    """The "reset" after a window zeroes the model's variables."""
+    del sums
+    # PITFALL: the reset zeroes the model's weights.
+    for variable in variables:
+        variable.assign(tf.zeros(variable.shape, dtype=variable.dtype))
+    return fresh
 
 
-class MissingReset(_Pitfall):
-    """Accumulators are never zeroed after an update.
+def require_clipping(optimizer) -> None:
+    """Raises unless ``optimizer`` clips: per-micro-batch clipping shows nothing otherwise."""
+    clips = ("global_clipnorm", "clipnorm", "clipvalue")
+    if not any(getattr(optimizer, name, None) for name in clips):
+        raise ValueError(
+            "`optimizer` must clip (global_clipnorm, clipnorm or clipvalue) for "
+            "PerMicroBatchClipping to show anything. Received an optimizer without "
+            "clipping."
+        )
 
-    Symptom: updates grow with every window; the loss falls, then diverges.
-    Cause: window t applies the sum of the gradients of windows 1..t.
-    Fix: zero the accumulators after each update.
-    Detect: the norm of successive updates grows with the update count, even
-    at a tiny learning rate
-    (``tests/test_pitfalls.py::test_missing_reset_updates_grow_with_the_update_count``).
+
+#: The stories a comparison with the exact trainer tells (``Comparison.headline``).
+STORIES = ("update_growth", "learning_rate", "update_count", "first_update")
+
+
+@dataclass(frozen=True)
+class Pitfall:
+    """One pitfall of the gallery: everything gaviz knows about it.
+
+    Attributes:
+        name: its key in :data:`PITFALLS` and in ``diagnose``'s findings.
+        class_name: the name of its trainer class.
+        summary: the mistake in one sentence.
+        symptom, cause, fix, detect: what one sees, why, what to do, and
+            the test that catches it.
+        lesson: the lesson that teaches it (a notebook's name without ``.ipynb``).
+        probe, signature: the ``diagnose`` probe that shows it, and what
+            that probe measures for it (k micro-batches per window).
+        story: which number its comparison's headline tells, one of :data:`STORIES`.
+        rule: its arithmetic (:data:`gaviz.rules.EXACT` when its mistake is a setting).
+        settings: trainer arguments its mistake fixes (e.g. ``tail="drop"``).
+        mistake: why a setting is fixed, for the error when another is passed.
+        requires: checks the optimizer before training (None: any optimizer).
     """
 
-    window_sums_outlive_updates = True  # the gradients survive from window to window
+    name: str
+    class_name: str
+    summary: str
+    symptom: str
+    cause: str
+    fix: str
+    detect: str
+    lesson: str
+    probe: str
+    signature: str
+    story: str = "first_update"
+    rule: Rule = EXACT
+    settings: Mapping[str, object] = field(default_factory=dict)
+    mistake: str = ""
+    requires: Callable | None = None
 
-    def next_window(self, sums):
-        fresh = super().next_window(sums)
-        # PITFALL: the gradient accumulators are never zeroed (only the counts are).
-        return fresh._replace(gradients=sums.gradients)
-
-
-class MissingNormalization(_Pitfall):
-    """Micro-batch mean losses are summed, never divided by ``accumulation_steps``.
-
-    Symptom: training as if the learning rate were ``accumulation_steps``
-    times larger (it diverges where the same learning rate did not).
-    Cause: each micro-batch's loss is its own mean; adding k of them without
-    dividing gives k times the big batch's gradient.
-    Fix: divide the window's summed loss by its sample count.
-    Detect: with SGD the first update is exactly ``accumulation_steps`` times
-    the exact one.
-    """
-
-    # PITFALL: micro-batch means are summed, and the sum is never divided.
-    rule = Rule(contribution=mean_contribution, divisor=no_divisor)
+    def docstring(self) -> str:
+        """The trainer class's docstring."""
+        return (f"{self.summary}\n\n    Symptom: {self.symptom}\n    Cause: {self.cause}\n"
+                f"    Fix: {self.fix}.\n    Detect: {self.detect}\n    Lesson: {self.lesson}.\n")
 
 
-class DroppedTail(_Pitfall):
-    """The partial window at the end of each epoch is silently discarded.
-
-    Symptom: the micro-batches after the last full window (``ceil(N / b) mod
-    k`` of them) never reach the weights; with unshuffled data the same
-    samples are lost every epoch.
-    Cause: the update fires only when the micro-step counter reaches k, and
-    the epoch ends first.
-    Fix: apply the partial window at the end of the epoch, normalized by its
-    own sample count (``tail="flush"``), or say you drop it (``tail="drop"``).
-    Detect: change the tail samples: the weights do not change.
-    """
-
-    def __init__(self, model, optimizer, loss, accumulation_steps, tail="drop", **kwargs):
-        if tail != "drop":
-            raise ValueError(
-                f"`tail` must be \"drop\" for DroppedTail: dropping the tail is its "
-                f"mistake. Received: tail={tail!r}"
-            )
+GALLERY = (
+    Pitfall(
+        name="missing_reset", class_name="MissingReset",
+        summary="Accumulators are never zeroed after an update.",
+        symptom="updates grow with every window; the loss falls, then diverges.",
+        cause="window t applies the sum of the gradients of windows 1..t.",
+        fix="zero the accumulators after every update",
+        detect="the norm of successive updates grows with the update count, even at a tiny "
+               "learning rate.",
+        lesson="04_pitfall_missing_reset",
+        probe="windows", signature="window t counts (windows - t + 1) times",
+        story="update_growth",
+        # PITFALL: the next window starts from the last one's gradients (keep_gradients).
+        rule=Rule(next_window=keep_gradients, sums_outlive_updates=True),
+    ),
+    Pitfall(
+        name="missing_normalization", class_name="MissingNormalization",
+        summary="Micro-batch mean losses are summed, never divided by ``accumulation_steps``.",
+        symptom="training as if the learning rate were ``accumulation_steps`` times larger "
+                "(it diverges where the same learning rate did not).",
+        cause="each micro-batch's loss is its own mean; adding k of them without dividing "
+              "gives k times the big batch's gradient.",
+        fix="divide the window's summed loss by its sample count, once per update",
+        detect="with SGD the first update is exactly ``accumulation_steps`` times the exact one.",
+        lesson="05_pitfall_missing_normalization",
+        probe="windows", signature="every weight moves k times as far",
+        story="learning_rate",
+        # PITFALL: micro-batch means are summed, and the sum is never divided.
+        rule=Rule(contribution=mean_contribution, divisor=no_divisor),
+    ),
+    Pitfall(
+        name="dropped_tail", class_name="DroppedTail",
+        summary="The partial window at the end of each epoch is silently discarded.",
+        symptom="the micro-batches after the last full window (``ceil(N / b) mod k`` of "
+                "them) never reach the weights; with unshuffled data the same samples are "
+                "lost every epoch.",
+        cause="the update fires only when the micro-step counter reaches k, and the epoch "
+              "ends first.",
+        fix="apply the partial window at the end of each epoch, divided by its own sample "
+            "count",
+        detect="change the tail samples: the weights do not change.",
+        lesson="06_pitfall_dropped_tail",
+        probe="tail", signature="the partial window counts 0, even in epoch 2",
+        story="update_count",
         # PITFALL: whatever the epoch's end holds, the partial window is thrown away.
-        super().__init__(model, optimizer, loss, accumulation_steps, tail="drop", **kwargs)
-
-
-class UpdateEveryMicroStep(_Pitfall):
-    """Gradients are applied on every micro-batch as well as at the window's end.
-
-    Symptom: ``optimizer.iterations`` grows k+1 times per window; training
-    behaves like a small batch with an extra, larger step.
-    Cause: an ``apply_gradients`` left inside the micro-batch loop (one of the
-    articles this project grew from does exactly this).
-    Fix: apply only once per window.
-    Detect: ``optimizer.iterations == (k + 1) * windows``; with SGD the first
-    window moves the weights about k+1 times as far as the exact one.
-    """
-
-    def on_micro_batch(self, micro):
+        settings={"tail": "drop"}, mistake="dropping the tail is its mistake",
+    ),
+    Pitfall(
+        name="update_every_micro_step", class_name="UpdateEveryMicroStep",
+        summary="Gradients are applied on every micro-batch as well as at the window's end.",
+        symptom="``optimizer.iterations`` grows k+1 times per window; training behaves like "
+                "a small batch with an extra, larger step.",
+        cause="an ``apply_gradients`` left inside the micro-batch loop (one of the articles "
+              "this project grew from does exactly this).",
+        fix="call apply_gradients once per window, after its last micro-batch",
+        detect="``optimizer.iterations == (k + 1) * windows``; with SGD the first window "
+               "moves the weights about k+1 times as far as the exact one.",
+        lesson="03_accumulating_by_hand",
+        probe="windows", signature="more than one optimizer step per window (or, uncounted, "
+                                   "every weight moves k+1x)",
+        story="learning_rate",
         # PITFALL: the micro-batch's own mean gradient is applied at once, too.
-        self.window_loop.window_update.apply(window.finish(micro.gradients, micro.normalizer))
-        return micro
-
-
-class ZeroedWeights(_Pitfall):
-    """The "reset" zeroes the model's variables instead of the accumulators.
-
-    Symptom: the loss jumps back to that of an all-zero model after every
-    update; nothing is learned.
-    Cause: ``for var in model.trainable_variables: var.assign(zeros)`` where
-    the accumulators were meant.
-    Fix: zero the accumulators.
-    Detect: every weight is exactly zero after an update.
-    """
-
-    def next_window(self, sums):
-        # PITFALL: the reset zeroes the model's weights.
-        for variable in self.model.trainable_variables:
-            variable.assign(tf.zeros(variable.shape, dtype=variable.dtype))
-        return super().next_window(sums)
-
-
-class MeanOfMeans(_Pitfall):
-    """Each micro-batch is normalized by its own size, then the means are averaged.
-
-    Symptom: nothing visible with equal micro-batches; with ragged ones (a
-    short last micro-batch, variable-length sequences) small micro-batches
-    weigh as much as big ones, so some samples count more than others.
-    Cause: the mean of means is not the mean. This is how Keras's built-in
-    ``gradient_accumulation_steps`` works, and the bug Hugging Face fixed in
-    2024 for token-level losses.
-    Fix: sum the window's losses, divide once by its sample (or token) count.
-    Detect: equal to the exact trainer for equal micro-batches, different for
-    ragged ones.
-    """
-
-    # PITFALL: each micro-batch's mean counts as one unit; the window averages them.
-    rule = Rule(contribution=mean_contribution)
-
-
-class PerMicroBatchClipping(_Pitfall):
-    """Each micro-batch's gradient is clipped instead of the accumulated one.
-
-    Needs an optimizer with ``global_clipnorm``, ``clipnorm`` or ``clipvalue``.
-
-    Symptom: updates smaller than the clip allows, and a direction that
-    differs from the big batch's whenever a micro-batch gradient is clipped.
-    Cause: clipping before accumulation (as one does without accumulation).
-    Fix: clip once, the window's gradient (Keras optimizers do this when the
-    trainer passes them the accumulated gradient).
-    Detect: the update equals the average of individually clipped micro-batch
-    gradients, whose norm is below the clip norm.
-    """
-
-    # PITFALL: the micro-batch's mean gradient is clipped before accumulation.
-    rule = Rule(clip_micro_batches=True)
-
-    def __init__(self, model, optimizer, *args, **kwargs):
-        clips = ("global_clipnorm", "clipnorm", "clipvalue")
-        if not any(getattr(optimizer, name, None) for name in clips):
-            raise ValueError(
-                "`optimizer` must clip (global_clipnorm, clipnorm or clipvalue) for "
-                "PerMicroBatchClipping to show anything. Received an optimizer without "
-                "clipping."
-            )
-        super().__init__(model, optimizer, *args, **kwargs)
-
-
-class RegularizerEveryMicroStep(_Pitfall):
-    """``model.losses`` is added to every micro-batch's loss: k times per update.
-
-    Symptom: weight decay ``accumulation_steps`` times stronger than asked;
-    weights shrink as accumulation grows.
-    Cause: the regularization penalty is part of each micro-batch's loss, but
-    only the data loss is normalized over the window.
-    Fix: add the penalty once per update.
-    Detect: with SGD the first update differs from the exact one by exactly
-    ``(k - 1) * lr * grad(penalty)`` at the initial weights.
-    """
-
-    # PITFALL: one penalty per micro-step in the window, not one per update.
-    rule = Rule(penalty_times=once_per_micro_step)
-
-
-class UnderScaledTail(_Pitfall):
-    """A partial window is divided as if it were full: its update is too small.
-
-    Symptom: the update of the partial window at the end of an epoch is
-    ``m / k`` of what it should be (``m`` micro-batches of ``k``); nothing
-    else changes.
-    Cause: dividing every window by ``accumulation_steps`` (``loss / k`` on
-    each micro-batch's mean), whatever its length: what Hugging Face
-    Accelerate and PyTorch Lightning do with the last window of an epoch.
-    Fix: divide the window by what it holds (its own sample count).
-    Detect: with SGD, equal to the exact trainer on full windows; the tail's
-    update is exactly ``m / k`` times the exact one.
-    """
-
-    # PITFALL: the divisor of a full window, whatever this one holds.
-    rule = Rule(divisor=full_window_divisor)
-
-
-class CarriedTail(_Pitfall):
-    """The partial window at the end of an epoch is continued into the next one.
-
-    Symptom: an epoch's last micro-batches are applied together with the next
-    epoch's first ones; windows straddle epochs, so "one update per window of
-    this epoch" no longer holds, and a run's last partial window is never
-    applied at all.
-    Cause: a micro-step counter that is never reset at the end of an epoch:
-    what Keras's built-in ``gradient_accumulation_steps`` does.
-    Fix: flush the partial window at the end of the epoch (``tail="flush"``).
-    Detect: over two epochs the updates differ from the exact trainer's from
-    the first window that straddles the epoch boundary.
-    """
-
-    def __init__(self, model, optimizer, loss, accumulation_steps, tail="carry", **kwargs):
-        if tail != "carry":
-            raise ValueError(
-                f"`tail` must be \"carry\" for CarriedTail: carrying the tail is its "
-                f"mistake. Received: tail={tail!r}"
-            )
+        rule=Rule(apply_each_micro_batch=True),
+    ),
+    Pitfall(
+        name="zeroed_weights", class_name="ZeroedWeights",
+        summary="The \"reset\" zeroes the model's variables instead of the accumulators.",
+        symptom="the loss jumps back to that of an all-zero model after every update; "
+                "nothing is learned.",
+        cause="``for var in model.trainable_variables: var.assign(zeros)`` where the "
+              "accumulators were meant.",
+        fix="zero the accumulators, not the model's variables",
+        detect="every weight is exactly zero after an update.",
+        lesson="04_pitfall_missing_reset",
+        probe="windows", signature="every weight is 0 after the run",
+        # PITFALL: the reset zeroes the model's weights (zero_weights).
+        rule=Rule(next_window=zero_weights),
+    ),
+    Pitfall(
+        name="mean_of_means", class_name="MeanOfMeans",
+        summary="Each micro-batch is normalized by its own size, then the means are averaged.",
+        symptom="nothing visible with equal micro-batches; with ragged ones (a short last "
+                "micro-batch, variable-length sequences) small micro-batches weigh as much "
+                "as big ones, so some samples count more than others.",
+        cause="the mean of means is not the mean. This is how Keras's built-in "
+              "``gradient_accumulation_steps`` works, and the bug Hugging Face fixed in "
+              "2024 for token-level losses.",
+        fix="add the micro-batches' summed losses and divide once by the window's sample "
+            "count, not each micro-batch by its own size",
+        detect="equal to the exact trainer for equal micro-batches, different for ragged ones.",
+        lesson="05_pitfall_missing_normalization",
+        probe="ragged", signature="a micro-batch counts 1/its size: (N/k)/n_i",
+        # PITFALL: each micro-batch's mean counts as one unit; the window averages them.
+        rule=Rule(contribution=mean_contribution),
+    ),
+    Pitfall(
+        name="per_micro_batch_clipping", class_name="PerMicroBatchClipping",
+        summary="Each micro-batch's gradient is clipped instead of the accumulated one. Needs "
+                "an optimizer with ``global_clipnorm``, ``clipnorm`` or ``clipvalue``.",
+        symptom="updates smaller than the clip allows, and a direction that differs from the "
+                "big batch's whenever a micro-batch gradient is clipped.",
+        cause="clipping before accumulation (as one does without accumulation).",
+        fix="clip once, the window's accumulated gradient (an optimizer's clipnorm does, "
+            "when given that gradient)",
+        detect="the update equals the average of individually clipped micro-batch "
+               "gradients, whose norm is below the clip norm.",
+        lesson="03_accumulating_by_hand",
+        probe="clipping", signature="the update is 1/sqrt(k) as long as allowed",
+        # PITFALL: the micro-batch's mean gradient is clipped before accumulation.
+        rule=Rule(clip_micro_batches=True), requires=require_clipping,
+    ),
+    Pitfall(
+        name="regularizer_every_micro_step", class_name="RegularizerEveryMicroStep",
+        summary="``model.losses`` is added to every micro-batch's loss: k times per update.",
+        symptom="weight decay ``accumulation_steps`` times stronger than asked; weights "
+                "shrink as accumulation grows.",
+        cause="the regularization penalty is part of each micro-batch's loss, but only the "
+              "data loss is normalized over the window.",
+        fix="add model.losses once per update, not to every micro-batch's loss",
+        detect="with SGD the first update differs from the exact one by exactly "
+               "``(k - 1) * lr * grad(penalty)`` at the initial weights.",
+        lesson="03_accumulating_by_hand",
+        probe="ragged", signature="the penalty moves its weights k times as far",
+        # PITFALL: one penalty per micro-step in the window, not one per update.
+        rule=Rule(penalty_times=once_per_micro_step),
+    ),
+    Pitfall(
+        name="under_scaled_tail", class_name="UnderScaledTail",
+        summary="A partial window is divided as if it were full: its update is too small.",
+        symptom="the update of the partial window at the end of an epoch is ``m / k`` of "
+                "what it should be (``m`` micro-batches of ``k``); nothing else changes.",
+        cause="dividing every window by ``accumulation_steps`` (``loss / k`` on each "
+              "micro-batch's mean), whatever its length: what Hugging Face Accelerate and "
+              "PyTorch Lightning do with the last window of an epoch.",
+        fix="divide the partial window by its own sample count, not as if it were full",
+        detect="with SGD, equal to the exact trainer on full windows; the tail's update is "
+               "exactly ``m / k`` times the exact one.",
+        lesson="06_pitfall_dropped_tail",
+        probe="tail", signature="the partial window of m counts m/k",
+        story="update_count",
+        # PITFALL: the divisor of a full window, whatever this one holds.
+        rule=Rule(divisor=full_window_divisor),
+    ),
+    Pitfall(
+        name="carried_tail", class_name="CarriedTail",
+        summary="The partial window at the end of an epoch is continued into the next one.",
+        symptom="an epoch's last micro-batches are applied together with the next epoch's "
+                "first ones; windows straddle epochs, so \"one update per window of this "
+                "epoch\" no longer holds, and a run's last partial window is never applied.",
+        cause="a micro-step counter that is never reset at the end of an epoch: what "
+              "Keras's built-in ``gradient_accumulation_steps`` does.",
+        fix="apply the partial window at the end of its own epoch, divided by its sample "
+            "count",
+        detect="over two epochs the updates differ from the exact trainer's from the first "
+               "window that straddles the epoch boundary.",
+        lesson="06_pitfall_dropped_tail",
+        probe="tail", signature="0 in its epoch, > 0 after the next one",
+        story="update_count",
         # PITFALL: the partial window waits for the next epoch.
-        super().__init__(model, optimizer, loss, accumulation_steps, tail="carry", **kwargs)
+        settings={"tail": "carry"}, mistake="carrying the tail is its mistake",
+    ),
+)
 
 
-PITFALLS = {
-    "missing_reset": MissingReset,
-    "missing_normalization": MissingNormalization,
-    "dropped_tail": DroppedTail,
-    "update_every_micro_step": UpdateEveryMicroStep,
-    "zeroed_weights": ZeroedWeights,
-    "mean_of_means": MeanOfMeans,
-    "per_micro_batch_clipping": PerMicroBatchClipping,
-    "regularizer_every_micro_step": RegularizerEveryMicroStep,
-    "under_scaled_tail": UnderScaledTail,
-    "carried_tail": CarriedTail,
-}
+_CONSTRUCTOR = inspect.signature(AccumulationTrainer.__init__)
+
+
+def trainer_class(pitfall: Pitfall) -> type:
+    """The exact trainer with ``pitfall``'s rule and settings, as a class of its own."""
+
+    def __init__(self, *args, **kwargs):
+        arguments = _CONSTRUCTOR.bind(self, *args, **kwargs).arguments
+        for name, value in pitfall.settings.items():
+            given = arguments.setdefault(name, value)
+            if given != value:
+                raise ValueError(
+                    f"`{name}` must be {value!r} for {pitfall.class_name}: {pitfall.mistake}. "
+                    f"Received: {name}={given!r}"
+                )
+        arguments.pop("self")
+        strategy = checks.check_strategy(arguments.get("strategy"), arguments["model"])
+        checks.check_single_replica(pitfall.class_name, strategy)
+        if pitfall.requires is not None:
+            pitfall.requires(arguments.get("optimizer"))
+        AccumulationTrainer.__init__(self, **arguments)
+
+    namespace = {"__init__": __init__, "__doc__": pitfall.docstring(), "rule": pitfall.rule,
+                 "pitfall": pitfall, "__module__": __name__}
+    return type(pitfall.class_name, (AccumulationTrainer,), namespace)
+
+
+#: Each pitfall's name -> its trainer class.
+PITFALLS = {pitfall.name: trainer_class(pitfall) for pitfall in GALLERY}
+#: Each pitfall's name -> its record.
+RECORDS = {pitfall.name: pitfall for pitfall in GALLERY}
+globals().update({cls.__name__: cls for cls in PITFALLS.values()})
+
+
+def record_of(class_name: str) -> Pitfall | None:
+    """The record of the pitfall whose class is called ``class_name`` (None: not a pitfall)."""
+    return next((p for p in GALLERY if p.class_name == class_name), None)

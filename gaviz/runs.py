@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from gaviz import checks, demo, measure
+from gaviz import checks, demo, feeds, measure
 from gaviz.history import History
-from gaviz.pitfalls import PITFALLS
+from gaviz.pitfalls import PITFALLS, RECORDS
 from gaviz.trainer import AccumulationTrainer
 
 #: The trainer name of the exact trainer; every other name is a pitfall's.
@@ -127,8 +127,7 @@ def plan_runs(steps, hold="effective", effective_batch_size=256, micro_batch_siz
                 f"The micro-batch ({micro}) is larger than the data set ({samples} "
                 "samples): choose a smaller micro-batch or a larger demo problem."
             )
-        full, tail_samples = divmod(samples, effective)
-        updates = full + (1 if tail_samples and tail == "flush" else 0)
+        updates = feeds.updates_per_epoch(-(-samples // micro), k, tail)
         plans.append(RunPlan(k, micro, effective, updates, tail=tail, samples=samples, **settings))
     return plans
 
@@ -137,14 +136,15 @@ def make_trainer(plan: RunPlan, trainer: str | None = None) -> AccumulationTrain
     """A fresh trainer for ``plan`` (``trainer`` overrides the plan's trainer name)."""
     name = plan.trainer if trainer is None else trainer
     cls = AccumulationTrainer if name == EXACT else PITFALLS[name]
-    # The gallery's tail pitfalls fix their own tail; the others take the plan's.
-    tail = {} if name in ("dropped_tail", "carried_tail") else {"tail": plan.tail}
+    # A pitfall whose mistake is a setting (the tail pitfalls') keeps its own.
+    fixed = RECORDS[name].settings if name in RECORDS else {}
+    settings = {key: value for key, value in {"tail": plan.tail}.items() if key not in fixed}
     return cls(
         demo.make_model(plan.seed, hidden=plan.hidden),
         demo.make_optimizer(plan.optimizer, plan.learning_rate),
         "mse",
         plan.steps if plan.warmup else plan.accumulation_steps,
-        **tail,
+        **settings,
     )
 
 

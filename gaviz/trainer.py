@@ -14,13 +14,15 @@ from typing import Callable, Iterable
 
 import tensorflow as tf
 
-from gaviz import _tensorflow, checks, compiling, fitting, rules, window
+from gaviz import _tensorflow, call_size, checks, compiling, feeds, fitting, rules, validation
+from gaviz import window_loop
 from gaviz.history import History, Update
-from gaviz.micro_step import unpack
+from gaviz.micro_step import MicroStep, unpack
 from gaviz.objective import Objective
 from gaviz.state import TrainerState
 from gaviz.window import WindowSums
-from gaviz.window_loop import WindowLoop
+from gaviz.window_loop import Hooks, WindowLoop
+from gaviz.window_update import WindowUpdate
 
 
 class AccumulationTrainer(tf.Module):
@@ -110,29 +112,24 @@ class AccumulationTrainer(tf.Module):
 
     Subclassing:
         The arithmetic is data: set the class attribute ``rule`` to a
-        :class:`gaviz.rules.Rule`. Three hooks change what state does; each
-        runs inside the graph:
+        :class:`gaviz.rules.Rule` (the pitfall gallery is the exact trainer
+        with other rules and settings: :mod:`gaviz.pitfalls`). Three hooks
+        change what state does; the trainer hands them to its window loop
+        once, as :class:`gaviz.window_loop.Hooks`, and each runs inside the
+        graph, in replica context:
 
-        - ``on_micro_batch(micro) -> WindowSums``: in replica context, after
-          a micro-batch's backward pass, before it is added to the window.
-        - ``reduce_window(sums) -> WindowSums``: in replica context, once
-          per window: its sums across replicas (one batched all-reduce).
-        - ``next_window(sums) -> WindowSums``: in replica context, after a
-          window closes: what the next one starts from (zeros). A subclass
-          whose next window starts from anything but zeros sets
-          ``window_sums_outlive_updates = True``, so the sums are kept in
-          variables between calls.
-
-        A hook that must step the optimizer itself calls
-        ``self.window_loop.window_update.apply(gradients)``.
+        - ``on_micro_batch(micro) -> WindowSums``: after a micro-batch's
+          backward pass, before it is added to the window.
+        - ``reduce_window(sums) -> WindowSums``: once per window: its sums
+          across replicas (one batched all-reduce).
+        - ``next_window(sums) -> WindowSums``: after a window closes: what
+          the next one starts from (zeros). If it may start from anything
+          but zeros, the rule says so (``Rule(sums_outlive_updates=True)``),
+          so the sums are kept in variables between calls.
     """
 
     #: The window's arithmetic (gaviz.rules.EXACT: sum, then divide once).
     rule: rules.Rule = rules.EXACT
-    #: Whether ``next_window`` may start from anything but zeros.
-    window_sums_outlive_updates = False
-    #: Whether the class is exact only on one replica (the pitfalls).
-    single_replica_only = False
 
     def __init__(
         self,
@@ -151,7 +148,6 @@ class AccumulationTrainer(tf.Module):
         super().__init__(name="accumulation_trainer")
         checks.check_model(model)
         self.strategy = checks.check_strategy(strategy, model)
-        checks.check_single_replica(type(self), self.strategy)
         if optimizer is not None:
             checks.check_optimizer(optimizer)
         self.tail = checks.check_one_of("tail", tail, checks.TAIL_POLICIES)
@@ -159,14 +155,29 @@ class AccumulationTrainer(tf.Module):
             checks.check_one_of("normalize", normalize, checks.NORMALIZATIONS)
         self.accumulation_steps = checks.check_accumulation_steps(accumulation_steps)
         self.windows_per_call = checks.check_windows_per_call(windows_per_call)
-        self.call_size = fitting.CallSize(self.windows_per_call, fitting.worker_count(self.strategy))
+        self.call_size = call_size.CallSize(
+            self.windows_per_call, call_size.worker_count(self.strategy)
+        )
         self.model, self.jit_compile = model, bool(jit_compile)
         self._compile(optimizer, loss, normalize, metrics, loss_weights)
         self.state = TrainerState(self.strategy)
         self._built, self._checked_spec = False, None
         if model.built and model.trainable_variables:
             self._build()
-        self.window_loop = WindowLoop(self)
+        self.window_loop = self._window_loop()
+
+    def _window_loop(self) -> WindowLoop:
+        """The graph code, built from its parts."""
+        micro_step = MicroStep(self.model, self.optimizer, self.objective)
+        update = WindowUpdate(
+            self.model, self.optimizer, self.objective, self.rule, self.state.skipped_windows
+        )
+        hooks = Hooks(self.on_micro_batch, self.reduce_window, self.next_window)
+        return WindowLoop(
+            micro_step, update, self.state, self.strategy, hooks, self.rule, self.tail,
+            loss_tracker=self.model._loss_tracker, capacity=self.call_size.capacity,
+            xla=window_loop.xla_mode(self.model, self.jit_compile),
+        )
 
     def _compile(self, optimizer, loss, normalize, metrics, loss_weights):
         """Compiles the model with the trainer's optimizer, loss and metrics."""
@@ -195,7 +206,7 @@ class AccumulationTrainer(tf.Module):
                 "then create the trainer and restore."
             )
         variables = self.model.trainable_variables
-        carry = self.tail == "carry" or self.window_sums_outlive_updates
+        carry = self.tail == "carry" or self.rule.sums_outlive_updates
         self.state.build(variables, carry=carry)
         with self.strategy.scope():
             self.optimizer.build(variables)
@@ -218,8 +229,7 @@ class AccumulationTrainer(tf.Module):
     def tracing_count(self) -> int:
         """How many times the window functions were traced (1 after any number of
         windows of datasets with one element structure)."""
-        functions = (self.window_loop.iterator_windows, self.window_loop.array_windows)
-        return sum(f.experimental_get_tracing_count() for f in functions)
+        return self.window_loop.tracing_count
 
     @property
     def num_replicas(self) -> int:
@@ -244,9 +254,7 @@ class AccumulationTrainer(tf.Module):
 
     def window_function(self, iterator):
         """The traced graph one call runs, for ``iterator`` (to inspect its ops)."""
-        return self.window_loop.iterator_windows.get_concrete_function(
-            iterator, tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int64)
-        )
+        return self.window_loop.iterator_function(iterator)
 
     @property
     def array_window_function(self) -> tf.types.experimental.PolymorphicFunction:
@@ -259,19 +267,15 @@ class AccumulationTrainer(tf.Module):
 
     def on_micro_batch(self, micro: WindowSums) -> WindowSums:
         """What a micro-batch adds, after its backward pass (exact: unchanged)."""
-        return micro
+        return window_loop.keep(micro)
 
     def reduce_window(self, sums: WindowSums) -> WindowSums:
         """The window's one all-reduce: every sum, in one batch."""
-        # identity places loop outputs on this replica's device (all_reduce
-        # needs to know where each value lives).
-        local = tf.nest.map_structure(tf.identity, sums)
-        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, local)
+        return window_loop.all_reduce(sums)
 
     def next_window(self, sums: WindowSums) -> WindowSums:
         """What the window after a closed one starts from (exact: zeros)."""
-        del sums
-        return window.zeros(self.model.trainable_variables)
+        return window_loop.start_afresh(sums)
 
     # ---------------------------------------------------------- Python side
 
@@ -336,14 +340,22 @@ class AccumulationTrainer(tf.Module):
         validation_freq = checks.check_positive_int("validation_freq", validation_freq)
         initial_epoch = checks.check_int_at_least("initial_epoch", initial_epoch, 0)
         updates = checks.check_callbacks(on_update)
-        feed = fitting.make_feed(self, x, y, batch_size, shuffle, sample_weight)
+        feed = feeds.make_feed(
+            x, y, batch_size, shuffle, sample_weight, self.model, self.strategy, self._windows()
+        )
         self._prepare(feed)
-        validation = fitting.Validation.make(
+        checked = validation.Validation.make(
             validation_data, validation_batch_size or batch_size, validation_freq
         )
         return fitting.fit(
             self, feed, range(initial_epoch + 1, epochs + 1), updates, callbacks, verbose,
-            validation,
+            checked,
+        )
+
+    def _windows(self) -> feeds.WindowFunctions:
+        """What a feed needs of this trainer: its window functions and array cursor."""
+        return feeds.WindowFunctions(
+            self.window_function, self.array_window_function, self.state.array_cursor
         )
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,

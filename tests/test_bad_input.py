@@ -69,13 +69,13 @@ def data(n=20, targets=1):
 
 
 def test_dataset_must_be_a_tf_dataset():
-    with pytest.raises(TypeError, match="`dataset` must be a tf.data.Dataset.*Received: a tuple"):
+    with pytest.raises(TypeError, match="`x` must be a tf.data.Dataset.*Received: a tuple"):
         trainer().fit(data())
 
 
 def test_empty_dataset():
     x, y = data()
-    with pytest.raises(ValueError, match="`dataset` is empty"):
+    with pytest.raises(ValueError, match="`x` is empty"):
         trainer().fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(4).take(0))
 
 

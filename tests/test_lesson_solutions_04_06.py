@@ -12,6 +12,7 @@ import tensorflow as tf
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
 
 import gaviz
+from gaviz.measure import flat_weights as flat
 from helpers import make_mlp
 from reference import dataset_of, group_windows, micro_batches, train_big_batches
 
@@ -20,10 +21,6 @@ normalization_solution = importlib.import_module("solutions.05_normalization")
 tail_solution = importlib.import_module("solutions.06_tail")
 
 K = 3
-
-
-def flat(model):
-    return np.concatenate([w.ravel() for w in model.get_weights()]).astype(np.float64)
 
 
 # ------------------------------------------------------------- 04: reset

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import gaviz
+from gaviz.measure import flat_weights as flat
 from gaviz.pitfalls import PITFALLS
 from helpers import make_mlp
 from reference import dataset_of, micro_batches
@@ -21,10 +22,6 @@ LR = 1e-3
 
 def sgd(**kwargs):
     return keras.optimizers.SGD(LR, **kwargs)
-
-
-def flat(model):
-    return np.concatenate([w.ravel() for w in model.get_weights()]).astype(np.float64)
 
 
 def assert_step(actual, expected):
@@ -56,12 +53,21 @@ def test_gallery_names_and_labels():
         "zeroed_weights", "mean_of_means", "per_micro_batch_clipping",
         "regularizer_every_micro_step", "under_scaled_tail", "carried_tail",
     }
-    for cls in PITFALLS.values():
+    source = inspect.getsource(gaviz.pitfalls)
+    records = source[source.index("GALLERY = ("):].split("    Pitfall(\n")[1:]
+    assert len(records) == len(PITFALLS)
+    for record in records:  # each record labels its one change
+        assert "# PITFALL:" in record, record[:60]
+    for name, cls in PITFALLS.items():
         assert issubclass(cls, gaviz.AccumulationTrainer)
-        assert "# PITFALL:" in inspect.getsource(cls)
+        assert cls.pitfall is gaviz.pitfalls.RECORDS[name]
+        assert getattr(gaviz.pitfalls, cls.__name__) is cls
         doc = cls.__doc__
         for part in ("Symptom:", "Cause:", "Fix:", "Detect:"):
             assert part in doc, (cls.__name__, part)
+    for function in (gaviz.pitfalls.mean_contribution, gaviz.pitfalls.keep_gradients,
+                     gaviz.pitfalls.zero_weights, gaviz.pitfalls.full_window_divisor):
+        assert "# PITFALL:" in inspect.getsource(function)
 
 
 def test_exact_against_itself_is_zero(equal_micro):

@@ -71,26 +71,6 @@ def test_auto_grows_the_calls_when_nobody_listens(regression_data):
     assert seen == list(range(seen[0], seen[0] + len(seen)))
 
 
-def test_auto_stays_one_window_per_call_with_several_workers():
-    # Each worker would time its own calls; sizes that differ put the
-    # workers' collectives out of order, and they deadlock.
-    from gaviz.fitting import CallSize, worker_count
-
-    one, several = CallSize("auto", workers=1), CallSize("auto", workers=2)
-    for size in (one, several):
-        size.observe(0.0, 1)
-    assert (one.size, several.size) == (2, 1)
-    assert worker_count(tf.distribute.get_strategy()) == 1
-    cluster = tf.distribute.cluster_resolver.SimpleClusterResolver(
-        tf.train.ClusterSpec({"chief": ["a:1"], "worker": ["b:1", "c:1"], "ps": ["d:1"]})
-    )
-
-    class Clustered:
-        cluster_resolver = cluster
-
-    assert worker_count(Clustered()) == 3
-
-
 def test_stop_lands_at_the_end_of_a_call_with_every_update_recorded(micro):
     trainer = gaviz.AccumulationTrainer(make_mlp(), keras.optimizers.SGD(0.1), "mse", 2,
                                         windows_per_call=3)

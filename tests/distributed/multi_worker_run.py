@@ -22,6 +22,7 @@ import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import gaviz  # noqa: E402
+from gaviz.call_size import worker_count  # noqa: E402
 
 K, MICRO, SAMPLES = 3, 8, 100
 
@@ -90,7 +91,7 @@ def main():
             "loss": history.loss,
             "effective_batch_sizes": history.effective_batch_size,
             "replicas": trainer.num_replicas,
-            "workers": gaviz.fitting.worker_count(strategy),
+            "workers": worker_count(strategy),
             "windows_per_call_after_fit": trainer.call_size.size,
             "collectives_outside_loop": outside,
             "collectives_in_loop": in_loop,

@@ -1,0 +1,157 @@
+"""What ``fit`` trains on: its data as epochs of graph calls.
+
+A feed turns ``fit``'s ``x``, ``y``, ``batch_size``, ``shuffle`` and
+``sample_weight`` into epochs: each epoch is a function ``call(max_windows,
+accumulation_steps) -> (rows, done)`` that runs windows of the data's next
+micro-batches. A feed is given the window functions and the array cursor
+(:class:`WindowFunctions`), not the trainer.
+
+- :class:`DatasetFeed`: a ``tf.data.Dataset`` of micro-batches (distributed
+  when the strategy has several replicas or workers).
+- :class:`ArrayFeed`: in-memory arrays cut into micro-batches inside the graph.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import tensorflow as tf
+
+from gaviz import checks, sources
+
+
+class WindowFunctions(NamedTuple):
+    """What a feed calls to run windows.
+
+    Attributes:
+        for_iterator: ``iterator -> concrete function (iterator, max_windows,
+            accumulation_steps) -> (rows, done)``.
+        for_arrays: the ``tf.function`` ``(arrays, order, batch_size, rows,
+            max_windows, accumulation_steps) -> (rows, done)``.
+        array_cursor: the int64 variable holding the next row of an epoch's
+            order (the array function reads and advances it).
+    """
+
+    for_iterator: Callable
+    for_arrays: Callable
+    array_cursor: tf.Variable
+
+
+def updates_per_epoch(micro_batches: int | None, accumulation_steps: int, tail: str,
+                      carried: int = 0) -> int | None:
+    """Updates in an epoch of ``micro_batches`` (None when unknown).
+
+    ``"flush"`` applies the partial window, ``"drop"`` discards it; with
+    ``"carry"`` the epoch's windows continue the ``carried`` micro-batches of
+    the window left open by the epoch before.
+    """
+    if micro_batches is None:
+        return None
+    if tail == "flush":
+        return -(-micro_batches // accumulation_steps)
+    if tail == "carry":
+        return (carried + micro_batches) // accumulation_steps
+    return micro_batches // accumulation_steps
+
+
+def make_feed(x, y, batch_size, shuffle, sample_weight, model, strategy,
+              windows: WindowFunctions):
+    """A :class:`DatasetFeed` or an :class:`ArrayFeed` for ``fit``'s arguments.
+
+    Raises:
+        TypeError, ValueError: the arguments do not describe micro-batches.
+    """
+    if isinstance(x, tf.data.Dataset):
+        for name, value in (("y", y), ("batch_size", batch_size), ("sample_weight", sample_weight)):
+            if value is not None:
+                raise ValueError(
+                    f"`{name}` must be None when `x` is a tf.data.Dataset: its elements "
+                    f"are already (x, y) or (x, y, sample_weight) micro-batches. Received: "
+                    f"{name}={value!r}"
+                )
+        checks.check_dataset(x, model, name="x")
+        return DatasetFeed(x, strategy, windows)
+    if isinstance(x, tuple):
+        raise TypeError(
+            "`x` must be a tf.data.Dataset of (x, y) micro-batches, or an array (or a "
+            "dict or list of arrays) given with `y`. Received: a tuple; pass "
+            "fit(x, y, batch_size=...) or a tf.data.Dataset."
+        )
+    batch_size = checks.check_positive_int("batch_size", 32 if batch_size is None else batch_size)
+    arrays, rows = sources.as_arrays(x, y, sample_weight)
+    if _distributed(strategy):
+        return DatasetFeed(_array_dataset(arrays, rows, batch_size, shuffle), strategy, windows)
+    return ArrayFeed(arrays, rows, batch_size, bool(shuffle), windows)
+
+
+class DatasetFeed:
+    """Epochs of a ``tf.data.Dataset`` of micro-batches (distributed if the strategy is)."""
+
+    def __init__(self, dataset, strategy, windows: WindowFunctions):
+        self.dataset, self.windows = dataset, windows
+        self.element_spec = dataset.element_spec
+        self.source = dataset
+        if _distributed(strategy):
+            self.source = strategy.experimental_distribute_dataset(dataset)
+        self._function = None
+
+    def micro_batches(self) -> int | None:
+        """Micro-batches per epoch, when the dataset knows (None otherwise)."""
+        cardinality = int(self.dataset.cardinality())
+        return cardinality if cardinality >= 0 else None
+
+    def first(self):
+        first = next(iter(self.dataset.take(1)), None)
+        if first is None:
+            raise ValueError("`x` is empty: the dataset yielded no micro-batches.")
+        return first
+
+    def epoch(self):
+        """``call(max_windows, k)`` running windows of a fresh pass over the data."""
+        iterator = iter(self.source)
+        if self._function is None:
+            # The traced graph itself: calling it skips matching the iterator
+            # against every trace on each call (its type is the same every epoch).
+            self._function = self.windows.for_iterator(iterator)
+        return lambda max_windows, k: self._function(iterator, max_windows, k)
+
+
+class ArrayFeed:
+    """Epochs of in-memory arrays, cut into micro-batches inside the graph."""
+
+    def __init__(self, arrays, rows, batch_size, shuffle, windows: WindowFunctions):
+        self.arrays, self.rows = arrays, rows
+        self.batch_size, self.shuffle, self.windows = batch_size, shuffle, windows
+        self.element_spec = tf.nest.map_structure(
+            lambda t: tf.TensorSpec((None, *t.shape[1:]), t.dtype), arrays
+        )
+
+    def micro_batches(self) -> int:
+        return -(-self.rows // self.batch_size)
+
+    def first(self):
+        size = min(self.batch_size, self.rows)
+        if size == 0:
+            raise ValueError("`x` is empty: it has no rows.")
+        return tf.nest.map_structure(lambda t: t[:size], self.arrays)
+
+    def epoch(self):
+        """``call(max_windows, k)`` running windows of this epoch's row order."""
+        self.windows.array_cursor.assign(0)
+        order = sources.epoch_order(self.rows, self.shuffle)
+        function = self.windows.for_arrays
+        return lambda max_windows, k: function(
+            self.arrays, order, self.batch_size, self.rows, max_windows, k
+        )
+
+
+def _array_dataset(arrays, rows, batch_size, shuffle):
+    dataset = tf.data.Dataset.from_tensor_slices(arrays)
+    if shuffle:
+        dataset = dataset.shuffle(rows, reshuffle_each_iteration=True)
+    return dataset.batch(batch_size)
+
+
+def _distributed(strategy) -> bool:
+    """Whether micro-batches must be split across replicas or workers."""
+    return strategy.num_replicas_in_sync > 1 or getattr(strategy.extended, "_num_workers", 1) > 1

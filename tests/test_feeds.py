@@ -1,0 +1,78 @@
+"""fit's data as epochs of graph calls (gaviz.feeds), with stand-in window
+functions: no model is trained here."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from gaviz import feeds
+from helpers import make_mlp
+
+STRATEGY = tf.distribute.get_strategy()
+
+
+class Recorder:
+    """Stand-in window functions that record how they are called."""
+
+    def __init__(self):
+        self.iterator_traces, self.array_calls = 0, []
+        self.cursor = tf.Variable(5, dtype=tf.int64)
+        self.windows = feeds.WindowFunctions(self.for_iterator, self.for_arrays, self.cursor)
+
+    def for_iterator(self, iterator):
+        self.iterator_traces += 1
+        return lambda it, max_windows, k: [next(it) for _ in range(int(max_windows))]
+
+    def for_arrays(self, arrays, order, batch_size, rows, max_windows, k):
+        self.array_calls.append((order.numpy().tolist(), batch_size, rows, int(max_windows), int(k)))
+
+
+def arrays(n=10):
+    return np.arange(n, dtype=np.float32).reshape(n, 1).repeat(5, axis=1), np.zeros((n, 1), np.float32)
+
+
+@pytest.mark.parametrize("tail, carried, expected", [
+    ("flush", 0, 4), ("drop", 0, 3), ("carry", 0, 3), ("carry", 2, 4), ("carry", 1, 3)])
+def test_updates_per_epoch(tail, carried, expected):
+    assert feeds.updates_per_epoch(10, 3, tail, carried) == expected
+    assert feeds.updates_per_epoch(None, 3, tail, carried) is None
+
+
+def test_arrays_become_an_array_feed_cut_in_the_graph():
+    recorder = Recorder()
+    x, y = arrays(10)
+    feed = feeds.make_feed(x, y, 4, False, None, make_mlp(), STRATEGY, recorder.windows)
+    assert isinstance(feed, feeds.ArrayFeed) and feed.micro_batches() == 3
+    feed.epoch()(tf.constant(2), tf.constant(3, tf.int64))
+    assert int(recorder.cursor.numpy()) == 0  # every epoch starts at its first row
+    assert recorder.array_calls == [(list(range(10)), 4, 10, 2, 3)]
+    np.testing.assert_array_equal(feed.first()[0], x[:4])
+
+
+def test_a_dataset_is_traced_once_for_every_epoch():
+    recorder = Recorder()
+    x, y = arrays(6)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
+    feed = feeds.make_feed(dataset, None, None, True, None, make_mlp(), STRATEGY, recorder.windows)
+    assert isinstance(feed, feeds.DatasetFeed) and feed.micro_batches() == 3
+    for _ in range(2):
+        taken = feed.epoch()(tf.constant(3), tf.constant(1, tf.int64))
+        np.testing.assert_array_equal(taken[2][0], x[4:])
+    assert recorder.iterator_traces == 1
+    unknown = dataset.filter(lambda a, b: True)
+    assert feeds.DatasetFeed(unknown, STRATEGY, recorder.windows).micro_batches() is None
+
+
+def test_bad_data_is_named_as_the_argument_x():
+    recorder, model = Recorder(), make_mlp()
+    x, y = arrays(4)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
+    with pytest.raises(ValueError, match="`y` must be None when `x` is a tf.data.Dataset"):
+        feeds.make_feed(dataset, y, None, True, None, model, STRATEGY, recorder.windows)
+    with pytest.raises(TypeError, match="`x` must be a tf.data.Dataset.*Received: a tuple"):
+        feeds.make_feed((x, y), None, None, True, None, model, STRATEGY, recorder.windows)
+    with pytest.raises(ValueError, match="`x` is empty"):
+        feeds.make_feed(dataset.take(0), None, None, True, None, model, STRATEGY,
+                        recorder.windows).first()
+    with pytest.raises(ValueError, match="`batch_size` must be an integer >= 1"):
+        feeds.make_feed(x, y, 0, True, None, model, STRATEGY, recorder.windows)

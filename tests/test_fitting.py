@@ -1,0 +1,132 @@
+"""fit's epoch loop (gaviz.fitting) over scripted graph calls: what it records,
+which callbacks it calls, when it raises. No window is really run here: a
+stand-in feed hands back packed WindowResults as the graph would."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from gaviz import fitting
+from gaviz.call_size import CallSize
+from gaviz.history import NonFiniteUpdate
+from gaviz.window import WindowResult
+from helpers import make_mlp
+
+
+def result(applied=True, due=True, finite=True, exhausted=False, loss=0.5, rows=8.0, k=2,
+           micro_steps=2):
+    return WindowResult(applied, due, finite, exhausted, loss, rows, micro_steps, micro_steps, k,
+                        rows).pack()
+
+
+class ScriptedFeed:
+    """An epoch is a list of calls, each a list of packed results."""
+
+    def __init__(self, epochs):
+        self.epochs, self.calls = list(epochs), []
+
+    def micro_batches(self):
+        return 4
+
+    def epoch(self):
+        calls = iter(self.epochs.pop(0))
+
+        def call(max_windows, k):
+            self.calls.append((int(max_windows), int(k)))
+            rows = next(calls)
+            return tf.stack(rows), tf.constant(len(rows))
+
+        return call
+
+
+class StandInTrainer:
+    """What fitting reads of a trainer, and nothing else."""
+
+    def __init__(self, tail="flush"):
+        self.model = make_mlp()
+        self.model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+        self.model.build((None, 5))
+        self.optimizer = self.model.optimizer
+        self.optimizer.build(self.model.trainable_variables)
+        self.tail, self.call_size = tail, CallSize(1)
+        self.micro_steps_in_window = tf.Variable(0, dtype=tf.int64)
+
+    def accumulation_steps_for(self, epoch):
+        return 2
+
+    @property
+    def stop_training(self):
+        return bool(getattr(self.model, "stop_training", False))
+
+    @stop_training.setter
+    def stop_training(self, value):
+        self.model.stop_training = value
+
+
+class Events(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.seen.append(("epoch", epoch))
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen.append(("batch", batch))
+
+    def on_train_end(self, logs=None):
+        self.seen.append(("end",))
+
+
+def fit(trainer, feed, epochs=2, callbacks=(), updates=()):
+    return fitting.fit(trainer, feed, range(1, epochs + 1), list(updates), list(callbacks), 0, None)
+
+
+def test_applied_windows_become_updates_and_batch_events():
+    trainer, events, seen = StandInTrainer(), Events(), []
+    epoch = [[result()], [result(), result(exhausted=True, rows=4.0, micro_steps=1)]]
+    feed = ScriptedFeed([epoch, epoch])
+    history = fit(trainer, feed, callbacks=[events], updates=[seen.append])
+    assert [u.update for u in seen] == [1, 2, 3, 4, 5, 6]
+    assert history.epoch == [1, 1, 1, 2, 2, 2]
+    assert history.effective_batch_size[:3] == [8, 8, 4]
+    assert history.samples_seen[-1] == 40
+    assert history.loss == [0.5] * 6
+    # One batch event per call, numbered by the updates applied so far.
+    assert events.seen == [("epoch", 0), ("batch", 0), ("batch", 2),
+                           ("epoch", 1), ("batch", 0), ("batch", 2), ("end",)]
+    assert feed.calls == [(1, 2)] * 4
+
+
+def test_a_window_not_applied_is_not_recorded():
+    trainer = StandInTrainer(tail="drop")
+    feed = ScriptedFeed([[[result(), result(applied=False, due=False, exhausted=True)]]])
+    assert len(fit(trainer, feed, epochs=1)) == 1
+
+
+def test_a_non_finite_window_raises_after_calling_on_train_end():
+    trainer, events = StandInTrainer(), Events()
+    feed = ScriptedFeed([[[result(), result(applied=False, finite=False, loss=float("nan"))]]])
+    with pytest.raises(NonFiniteUpdate) as caught:
+        fit(trainer, feed, epochs=1, callbacks=[events])
+    assert caught.value.update == 2 and caught.value.epoch == 1
+    assert events.seen[-1] == ("end",)
+
+
+def test_an_empty_epoch_is_an_error_naming_x():
+    feed = ScriptedFeed([[[result(applied=False, due=False, exhausted=True, micro_steps=0)]]])
+    feed.epochs[0][0] = [WindowResult(False, False, True, True, 0.0, 0.0, 0, 0, 2, 0.0).pack()]
+    with pytest.raises(ValueError, match="`x` is empty"):
+        fit(StandInTrainer(), feed, epochs=1)
+
+
+def test_stop_training_ends_fit_after_the_call_that_set_it():
+    trainer = StandInTrainer()
+
+    def stop(update):
+        trainer.stop_training = True
+
+    epoch = [[result()], [result(exhausted=True)]]
+    history = fit(trainer, ScriptedFeed([epoch, epoch]), updates=[stop])
+    assert len(history) == 1
