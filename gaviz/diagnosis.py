@@ -122,7 +122,7 @@ class Diagnosis:
         return self.changes_weights and not self.findings and not self.unexplained
 
     def _headline(self) -> str:
-        probes_run = sum(not v.verdict.startswith("not run") for v in self.probes)
+        probes_run = sum(v.not_run is None for v in self.probes)
         if not self.changes_weights:
             verdict = "does not change the weights"
         elif self.exact:
@@ -280,15 +280,12 @@ def diagnose(subject, accumulation_steps: int = 4, seed: int = 0) -> Diagnosis:
         raise ValueError("`accumulation_steps` must be an integer >= 2 for diagnose (with 1 "
                          f"there is no window to get wrong). Received: accumulation_steps={k}")
     candidate = _as_subject(subject)
-    runs, stopped = [], False
-    for probe, exact_run in zip(probes.make_probes(k, seed), _exact_runs(k, seed)):
-        if stopped:
-            runs.append((probe, None, None))
-            continue
-        subject_run = probes.observe(_for_probe(candidate, probe), probe, k)
-        runs.append((probe, subject_run, exact_run))
-        stopped = probe.name == "windows" and signatures.stop_reason(subject_run, exact_run)
-    judgement = signatures.judge(runs, k)
+
+    def observe(probe):
+        return probes.observe(_for_probe(candidate, probe), probe, k)
+
+    judgement = signatures.judge(zip(probes.make_probes(k, seed), _exact_runs(k, seed)),
+                                 observe, k)
     return Diagnosis(
         subject=candidate.name,
         accumulation_steps=k,

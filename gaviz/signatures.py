@@ -3,37 +3,28 @@
 Pure functions of the probes' observations (see :mod:`gaviz.probes`): each
 probe's contributions (how far each weight moved, as a multiple of the exact
 trainer's move) are compared with the numbers each defect predicts. With SGD
-and one weight per micro-batch those predictions are exact:
+and one weight per micro-batch those predictions are exact; they are the rows
+of :data:`SIGNATURES`, one per pitfall of ``gaviz.PITFALLS``, keyed by its name.
 
-========================  =========  =======================================
-defect                    probe      signature (k micro-batches per window)
-========================  =========  =======================================
-zeroed_weights            windows    every weight is 0 after the run
-update_every_micro_step   windows    more than one optimizer step per window
-                                     (or, uncounted, every weight moves k+1x)
-missing_normalization     windows    every weight moves k times as far
-missing_reset             windows    window t counts (windows - t + 1) times
-mean_of_means             ragged     a micro-batch counts 1/its size: (N/k)/n_i
-regularizer_every_...     ragged     the penalty moves its weights k times as far
-under_scaled_tail         tail       the partial window of m counts m/k
-dropped_tail              tail       the partial window counts 0, even in epoch 2
-carried_tail              tail       0 in its epoch, > 0 after the next one
-per_micro_batch_clipping  clipping   the update is 1/sqrt(k) as long as allowed
-========================  =========  =======================================
-
-Later probes are read in the light of earlier findings: a subject that also
-steps the optimizer on every micro-batch adds ``N_window / n_i`` to micro-batch
-``i``'s contribution, and one that never divides by the sample count scales
-every window by k. A missing normalization explains the mean of means and the
+Every probe is read by a judge of one signature, ``judge(probe, subject,
+exact, k, context) -> (Outcome, Context)``; :data:`READINGS` holds, per probe,
+its judge and the picture of its contributions. Later probes are read in the
+light of earlier findings, the :class:`Context`: a subject that also steps the
+optimizer on every micro-batch adds ``N_window / n_i`` to micro-batch ``i``'s
+contribution, and one that never divides by the sample count scales every
+window by k. A missing normalization explains the mean of means and the
 under-scaled tail at once (a constant divisor, of 1, instead of the window's
-count): those two are then not reported separately.
+count): those two are then not reported separately. A subject that wipes or
+freezes the weights on the windows probe (a :class:`Stop`) would read the same
+on every later probe: those are not run.
 
 A number matches a signature within ``TOLERANCE x (1 + |signature|)``.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import enum
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -47,11 +38,44 @@ from gaviz.probes import Observation, Probe
 TOLERANCE = 1e-3
 
 
+class Signature(NamedTuple):
+    """What one defect does to one probe's contributions.
+
+    Attributes:
+        name: a key of ``gaviz.PITFALLS``.
+        probe: the probe that shows it.
+        reads: the contributions it predicts, k micro-batches per window.
+    """
+
+    name: str
+    probe: str
+    reads: str
+
+
+#: Every defect diagnose names, in the order the probes find them.
+SIGNATURES = {row.name: row for row in [
+    Signature("zeroed_weights", "windows", "every weight is 0 after the run"),
+    Signature("update_every_micro_step", "windows",
+              "more than one optimizer step per window (or, uncounted, every weight "
+              "moves k+1x)"),
+    Signature("missing_normalization", "windows", "every weight moves k times as far"),
+    Signature("missing_reset", "windows", "window t counts (windows - t + 1) times"),
+    Signature("mean_of_means", "ragged", "a micro-batch counts 1/its size: (N/k)/n_i"),
+    Signature("regularizer_every_micro_step", "ragged",
+              "the penalty moves its weights k times as far"),
+    Signature("under_scaled_tail", "tail", "the partial window of m counts m/k"),
+    Signature("dropped_tail", "tail", "the partial window counts 0, even in epoch 2"),
+    Signature("carried_tail", "tail", "0 in its epoch, > 0 after the next one"),
+    Signature("per_micro_batch_clipping", "clipping",
+              "the update is 1/sqrt(k) as long as allowed"),
+]}
+
+
 class Finding(NamedTuple):
     """One named defect and the number that shows it.
 
     Attributes:
-        name: a key of ``gaviz.PITFALLS``.
+        name: a key of ``gaviz.PITFALLS`` (and of :data:`SIGNATURES`).
         probe: the probe that showed it.
         value: the measured number (e.g. 4.0 for an update 4x the exact one).
         measured: that number in a sentence.
@@ -61,6 +85,18 @@ class Finding(NamedTuple):
     probe: str
     value: float
     measured: str
+
+
+def _found(name: str, value, measured: str) -> Finding:
+    """The finding of signature ``name``, on the probe its row names."""
+    return Finding(name, SIGNATURES[name].probe, value, measured)
+
+
+class Stop(enum.Enum):
+    """Why the windows probe leaves nothing to measure in later ones."""
+
+    WIPED = "the subject wipes the weights"
+    UNCHANGED = "the subject does not change the weights"
 
 
 class Verdict(NamedTuple):
@@ -74,6 +110,7 @@ class Verdict(NamedTuple):
             of the exact trainer's move (1 is exact), then the penalized
             weights for the ``ragged`` probe; empty if not run.
         labels: one label per contribution.
+        not_run: the :class:`Stop` that kept the probe from running, else None.
     """
 
     probe: str
@@ -82,6 +119,7 @@ class Verdict(NamedTuple):
     verdict: str
     contributions: np.ndarray
     labels: list
+    not_run: Stop | None = None
 
 
 class Judgement(NamedTuple):
@@ -94,49 +132,75 @@ class Judgement(NamedTuple):
     verdicts: list  # of Verdict, one per probe
 
 
-class _Context(NamedTuple):
+class Context(NamedTuple):
     """What earlier probes established, to read later ones against.
 
-    micro_part: a full window's contribution from optimizer steps on each
-        micro-batch (k with ``update_every_micro_step``, else 0).
-    window_scale: a full window's contribution from its own update (1 exact,
-        k without normalization).
-    missing_normalization: whether the windows probe found it.
+    Attributes:
+        micro_part: a full window's contribution from optimizer steps on each
+            micro-batch (k with ``update_every_micro_step``, else 0).
+        window_scale: a full window's contribution from its own update (1
+            exact, k without normalization).
+        missing_normalization: whether the windows probe found it.
+        stop: why later probes are not run, else None.
     """
 
     micro_part: float = 0.0
     window_scale: float = 1.0
     missing_normalization: bool = False
+    stop: Stop | None = None
 
 
-class _Outcome(NamedTuple):
-    measured: str
-    findings: tuple = ()
-    unexplained: tuple = ()
-    unused: tuple = ()
-    note: str = ""  # replaces "exact" in the verdict when nothing was found
+class Outcome(NamedTuple):
+    """What a probe, or one of its judgements, found.
 
-
-class _Part(NamedTuple):
-    """What one of a probe's judgements found.
-
-    The fields of an :class:`_Outcome` but ``measured``: that is the probe's,
-    not one judgement's.
+    Attributes:
+        measured: the probe's numbers, in words (empty for one judgement's part).
+        findings: :class:`Finding` objects.
+        unexplained: deviations no signature matches, in sentences.
+        unused: features the subject ignores.
+        note: replaces "exact" in the verdict when nothing was found.
     """
 
+    measured: str = ""
     findings: tuple = ()
     unexplained: tuple = ()
     unused: tuple = ()
     note: str = ""
 
+    @classmethod
+    def merged(cls, measured: str, *parts: Outcome) -> Outcome:
+        """One probe's outcome from its judgements' parts, in their order."""
+        return cls(measured,
+                   [f for part in parts for f in part.findings],
+                   [u for part in parts for u in part.unexplained],
+                   [u for part in parts for u in part.unused],
+                   "; ".join(part.note for part in parts if part.note))
 
-def _merged(measured: str, *parts: _Part) -> _Outcome:
-    """One probe's outcome from its judgements' parts, in their order."""
-    return _Outcome(measured,
-                    [f for part in parts for f in part.findings],
-                    [u for part in parts for u in part.unexplained],
-                    [u for part in parts for u in part.unused],
-                    "; ".join(part.note for part in parts if part.note))
+    @property
+    def verdict(self) -> str:
+        """The names it showed, else its note, else ``"exact"``."""
+        names = [f.name for f in self.findings]
+        if self.unexplained:
+            names.append("unexplained")
+        return ", ".join(names) or self.note or "exact"
+
+
+#: ``judge(probe, subject, exact, k, context) -> (outcome, context for later probes)``.
+Judge = Callable[[Probe, Observation, Observation, int, Context], "tuple[Outcome, Context]"]
+
+
+class Reading(NamedTuple):
+    """How one probe is read.
+
+    Attributes:
+        judge: names what its observations show (a :data:`Judge`).
+        labels: ``labels(probe, k)``, one per weight its picture shows.
+        shown: ``shown(probe, contributions)``, the contributions its picture shows.
+    """
+
+    judge: Judge
+    labels: Callable[[Probe, int], list]
+    shown: Callable[[Probe, np.ndarray], np.ndarray]
 
 
 def near(value, target) -> bool:
@@ -144,44 +208,46 @@ def near(value, target) -> bool:
     return bool(np.isfinite(value) and abs(value - target) <= TOLERANCE * (1 + abs(target)))
 
 
-def judge(runs: list, accumulation_steps: int) -> Judgement:
+def judge(runs, observe: Callable[[Probe], Observation], accumulation_steps: int) -> Judgement:
     """Names the defects the probes show.
 
     Args:
-        runs: ``(probe, subject_observation, exact_observation)`` for each
-            probe of :func:`gaviz.probes.make_probes`, in its order. A probe not
-            run (the subject stopped being measurable) has observations None.
+        runs: ``(probe, exact_observation)`` for each probe of
+            :func:`gaviz.probes.make_probes`, in its order.
+        observe: runs the subject on a probe; not called for the probes
+            after a :class:`Stop`.
         accumulation_steps: the k the probes were run with.
     """
     k = accumulation_steps
     findings, unexplained, unused, verdicts = [], [], [], []
-    context, stop, changes = _Context(), None, True
-    for probe, subject, exact in runs:
-        contributions, labels = _contributions(probe, subject, exact, k)
-        if stop or subject is None:
-            verdicts.append(Verdict(probe.name, probe.setup, "", f"not run: {stop}",
-                                    np.array([]), []))
+    context = Context()
+    for probe, exact in runs:
+        if context.stop is not None:
+            verdicts.append(Verdict(probe.name, probe.setup, "", f"not run: {context.stop.value}",
+                                    np.array([]), [], context.stop))
             continue
-        outcome, context, stop = _judge_probe(probe, subject, exact, k, context)
-        if stop == _UNCHANGED:
-            changes = False
+        subject = observe(probe)
+        outcome, context = read(probe, subject, exact, k, context)
         findings += outcome.findings
         unexplained += outcome.unexplained
         unused += outcome.unused
-        names = [f.name for f in outcome.findings]
-        if outcome.unexplained:
-            names.append("unexplained")
-        verdict = ", ".join(names) or outcome.note or "exact"
-        verdicts.append(Verdict(probe.name, probe.setup, outcome.measured, verdict,
+        contributions, labels = _picture(probe, subject, exact, k)
+        verdicts.append(Verdict(probe.name, probe.setup, outcome.measured, outcome.verdict,
                                 contributions, labels))
+    changes = context.stop is not Stop.UNCHANGED
     return Judgement(findings, unexplained, unused, changes, verdicts)
 
 
-_UNCHANGED = "the subject does not change the weights"
-_WIPED = "the subject wipes the weights"
+def read(probe: Probe, subject: Observation, exact: Observation, k: int,
+         context: Context) -> tuple[Outcome, Context]:
+    """One probe's outcome, by its judge, unless the subject's run went wrong."""
+    trouble = _trouble(subject)
+    if trouble:
+        return Outcome(unexplained=[f"{probe.name} probe: {trouble}"]), context
+    return READINGS[probe.name].judge(probe, subject, exact, k, context)
 
 
-def stop_reason(subject: Observation, exact: Observation) -> str | None:
+def stop_reason(subject: Observation, exact: Observation) -> Stop | None:
     """Why the windows probe leaves nothing to measure in later ones, or None.
 
     A subject whose updates zero every weight, or that moves none, would read
@@ -191,21 +257,10 @@ def stop_reason(subject: Observation, exact: Observation) -> str | None:
         return None
     final = subject.after_epoch[-1]
     if not np.any(final) and np.any(exact.after_epoch[-1]):
-        return _WIPED
+        return Stop.WIPED
     if np.array_equal(final, subject.start):
-        return _UNCHANGED
+        return Stop.UNCHANGED
     return None
-
-
-def _judge_probe(probe, subject, exact, k, context):
-    """Returns (outcome, context for later probes, reason to stop or None)."""
-    trouble = _trouble(subject)
-    if trouble:
-        return _Outcome("", unexplained=[f"{probe.name} probe: {trouble}"]), context, None
-    if probe.name == "windows":
-        return _judge_windows(probe, subject, exact, k)
-    judges = {"ragged": _judge_ragged, "tail": _judge_tail, "clipping": _judge_clipping}
-    return judges[probe.name](probe, subject, exact, k, context), context, None
 
 
 def _trouble(subject):
@@ -216,31 +271,30 @@ def _trouble(subject):
     return None
 
 
-def _contributions(probe, subject, exact, k):
+def _picture(probe, subject, exact, k):
     """The probe's contributions and their labels, for the table's picture."""
-    if subject is None or exact is None or not subject.after_epoch:
+    if not subject.after_epoch:
         return np.array([]), []
-    values = probes.contributions(subject, exact)
-    used = len(probe.sizes)
-    labels = [f"{i + 1}" for i in range(used)]
-    if probe.name == "windows":
-        labels = [f"w{i // k + 1}.{i % k + 1}" for i in range(used)]
-    elif probe.name == "ragged":
-        labels = [f"n={n}" for n in probe.sizes] + ["L2"] * probes.PENALIZED_WEIGHTS
-        return np.concatenate([values[:used], values[len(probe.initial):]]), labels
-    elif probe.name == "tail":
-        labels = [f"full {i + 1}" for i in range(k)] + [f"tail {i + 1}" for i in range(used - k)]
-    return values[:used], labels
+    reading = READINGS[probe.name]
+    return (reading.shown(probe, probes.contributions(subject, exact)),
+            reading.labels(probe, k))
+
+
+def _micro_batches_shown(probe, values):
+    return values[: len(probe.sizes)]
 
 
 # ------------------------------------------------------------------ windows
 
 
-def _judge_windows(probe, subject, exact, k):
-    """Scale, steps per window, re-applied windows and wiped weights."""
+def _judge_windows(probe, subject, exact, k, context):
+    """Scale, steps per window, re-applied windows and wiped weights.
+
+    The context it returns is read from this probe alone.
+    """
     stop = stop_reason(subject, exact)
     if stop is not None:
-        return _stopped_windows(probe, stop), _Context(), stop
+        return _stopped_windows(stop), Context(stop=stop)
 
     windows = probes.contributions(subject, exact)[: probes.WINDOWS * k].reshape(-1, k)
     per_window = windows.mean(axis=1)
@@ -252,98 +306,102 @@ def _judge_windows(probe, subject, exact, k):
     unreadable = _unreadable_windows(measured, windows, scale)
     if unreadable is not None:
         return unreadable
-    profile = _judge_profile(probe, per_window / scale)
-    scaled, context = _judge_scale(probe, steps, scale, k)
-    return _merged(measured, profile, scaled), context, None
+    profile = _judge_profile(per_window / scale)
+    scaled, context = _judge_scale(steps, scale, k)
+    return Outcome.merged(measured, profile, scaled), context
 
 
-def _stopped_windows(probe, stop):
+def _window_labels(probe, k):
+    return [f"w{i // k + 1}.{i % k + 1}" for i in range(len(probe.sizes))]
+
+
+def _stopped_windows(stop):
     """The windows probe's outcome when :func:`stop_reason` gave ``stop``."""
-    if stop == _WIPED:
-        finding = Finding("zeroed_weights", probe.name, 0.0,
-                          "every weight is 0 after the probe's updates (the exact trainer's "
-                          "are not): the updates wipe the model")
-        return _Outcome("every weight 0", [finding])
-    return _Outcome(f"no weight moved in {probes.WINDOWS} windows", note="unchanged")
+    if stop is Stop.WIPED:
+        finding = _found("zeroed_weights", 0.0,
+                         "every weight is 0 after the probe's updates (the exact trainer's "
+                         "are not): the updates wipe the model")
+        return Outcome("every weight 0", [finding])
+    return Outcome(f"no weight moved in {probes.WINDOWS} windows", note="unchanged")
 
 
 def _unreadable_windows(measured, windows, scale):
-    """(outcome, context, None) when no scale per window can be read, else None.
+    """(outcome, context) when no scale per window can be read, else None.
 
     Every signature scales whole windows: micro-batches of one window that count
     differently, or a last window never applied, match none of them.
     """
     if not all(near(v, row.mean()) for row in windows for v in row):
         spread = ", ".join(f"{row.min():.2f}-{row.max():.2f}" for row in windows)
-        return _Outcome(measured, unexplained=[
+        return Outcome(measured, unexplained=[
             f"windows probe: micro-batches of one window count differently (per window: "
-            f"{spread} times their exact share)"]), _Context(window_scale=scale), None
+            f"{spread} times their exact share)"]), Context(window_scale=scale)
     if near(scale, 0):
-        return _Outcome(measured, unexplained=[
-            "windows probe: the last full window is never applied"]), _Context(), None
+        return Outcome(measured, unexplained=[
+            "windows probe: the last full window is never applied"]), Context()
     return None
 
 
-def _judge_profile(probe, profile):
+def _judge_profile(profile):
     """missing_reset when earlier windows count more than the last one, and less each."""
     if all(near(p, 1) for p in profile):
-        return _Part()
+        return Outcome()
     if profile[0] > 1 and np.all(np.diff(profile) < 0):
-        return _Part([Finding(
-            "missing_reset", probe.name, float(profile[0]),
+        return Outcome(findings=[_found(
+            "missing_reset", float(profile[0]),
             f"window 1's gradient counts {profile[0]:.2f}x in the probe's "
             f"{probes.WINDOWS} updates (exact: once): each update re-applies the earlier "
             "windows")])
     shares = ", ".join(f"{p:.2f}" for p in profile)
-    return _Part(unexplained=[f"windows probe: the windows count {shares} times the last one"])
+    return Outcome(unexplained=[f"windows probe: the windows count {shares} times the last one"])
 
 
-def _judge_scale(probe, steps, scale, k):
+def _judge_scale(steps, scale, k):
     """Optimizer steps per window and how far one window moves the weights.
 
     Returns:
         The part of the outcome, and the context later probes are read against.
     """
     if steps is not None and steps > 1 and not near(steps, 1):
-        return _judge_micro_steps(probe, steps, scale, k)
+        return _judge_micro_steps(steps, scale, k)
     findings, unexplained = [], []
-    context = _Context(window_scale=scale)
+    context = Context(window_scale=scale)
     if steps is not None and steps < 1 and not near(steps, 1):
         unexplained.append(f"windows probe: {steps:.2f} optimizer steps per window")
     if near(scale, 1):
         pass
     elif near(scale, k):
-        findings.append(Finding(
-            "missing_normalization", probe.name, float(scale),
+        findings.append(_found(
+            "missing_normalization", float(scale),
             f"every update is {scale:.2f}x the exact one (k = {k}): the micro-batches' "
             "mean losses are summed, not divided"))
-        context = _Context(window_scale=scale, missing_normalization=True)
+        context = Context(window_scale=scale, missing_normalization=True)
     elif steps is None and near(scale, k + 1):
-        findings.append(Finding(
-            "update_every_micro_step", probe.name, float(scale),
+        findings.append(_found(
+            "update_every_micro_step", float(scale),
             f"every window moves the weights {scale:.2f}x as far as the exact update, as "
             f"{k} micro-batch steps and a window step do (optimizer steps not counted: the "
             "subject does not step the optimizer it is given)"))
-        context = _Context(micro_part=k, window_scale=1.0)
+        context = Context(micro_part=k, window_scale=1.0)
     else:
         unexplained.append(f"windows probe: every update is {scale:.2f}x the exact one")
-    return _Part(findings, unexplained), context
+    return Outcome(findings=findings, unexplained=unexplained), context
 
 
-def _judge_micro_steps(probe, steps, scale, k):
+def _judge_micro_steps(steps, scale, k):
     """update_every_micro_step, counted: more than one optimizer step per window.
 
     Later probes subtract the k micro-batch steps from each window's move.
     """
-    finding = Finding(
-        "update_every_micro_step", probe.name, steps,
+    finding = _found(
+        "update_every_micro_step", steps,
         f"{steps:.2f} optimizer steps per window of {k} micro-batches (exact: 1)")
     if near(scale, k + 1) or near(scale, k):  # with or without a window update
-        return _Part([finding]), _Context(micro_part=k, window_scale=scale - k)
+        return Outcome(findings=[finding]), Context(micro_part=k, window_scale=scale - k)
     unexplained = [f"windows probe: with {steps:.2f} steps per window the "
                    f"weights move {scale:.2f}x as far as the exact update"]
-    return (_Part([finding], unexplained),
-            _Context(micro_part=k, window_scale=max(scale - k, 0.0)))
+    return (Outcome(findings=[finding], unexplained=unexplained),
+            Context(micro_part=k, window_scale=max(scale - k, 0.0)))
 
 
 # ------------------------------------------------------------------- ragged
@@ -389,12 +447,21 @@ def _judge_ragged(probe, subject, exact, k, context):
     measured = (f"a sample in a micro-batch of {fit.smallest:.0f} counts {fit.per_sample:.2f}x "
                 f"one in a micro-batch of {fit.largest:.0f}; update off by {fit.error:.0%}; "
                 f"penalty {penalty:.2f}x exact")
-    sizes = _judge_sizes(probe, fit, context)
-    penalized = _judge_penalty(probe, penalty, k)
+    sizes = _judge_sizes(fit, context)
+    penalized = _judge_penalty(penalty, k)
     # An unused penalty is the verdict only when nothing else was found.
     if penalized.unused and not sizes.findings and not sizes.unexplained:
         penalized = penalized._replace(note="penalty not used")
-    return _merged(measured, sizes, penalized)
+    return Outcome.merged(measured, sizes, penalized), context
+
+
+def _ragged_labels(probe, k):
+    return [f"n={n}" for n in probe.sizes] + ["L2"] * probes.PENALIZED_WEIGHTS
+
+
+def _ragged_shown(probe, values):
+    """The data weights' contributions, then the penalized weights'."""
+    return np.concatenate([values[: len(probe.sizes)], values[len(probe.initial):]])
 
 
 def _fit_sizes(probe, all_contributions, subject, exact, k, micro_part):
@@ -412,40 +479,40 @@ def _fit_sizes(probe, all_contributions, subject, exact, k, micro_part):
     return _SizeFit(sizes, data, a - micro_part, b, per_sample, error)
 
 
-def _judge_sizes(probe, fit, context):
+def _judge_sizes(fit, context):
     """mean_of_means when each micro-batch weighs the same, whatever its size."""
     scale = context.window_scale
     if near(scale, 0) or not np.isfinite(scale):
-        return _Part(note="size dependence not judged")
+        return Outcome(note="size dependence not judged")
     a, b = fit.a / scale, fit.b / scale
     sizes_text = ", ".join(f"{n:.0f}" for n in fit.sizes)
     if near(a, 0) and near(b, 1):
-        return _Part()
+        return Outcome()
     if near(a, 1) and near(b, 0):
         if context.missing_normalization:
-            return _Part(note="as missing_normalization")
-        return _Part([Finding(
-            "mean_of_means", probe.name, float(fit.per_sample),
+            return Outcome(note="as missing_normalization")
+        return Outcome(findings=[_found(
+            "mean_of_means", float(fit.per_sample),
             f"micro-batches of {sizes_text} samples weigh the same in the update: a "
             f"sample in a micro-batch of {fit.smallest:.0f} counts {fit.per_sample:.2f}x one "
             f"in a micro-batch of {fit.largest:.0f} (the update is off by {fit.error:.0%})")])
-    return _Part(unexplained=[
+    return Outcome(unexplained=[
         f"ragged probe: micro-batches of {sizes_text} samples "
         f"count {', '.join(f'{c:.2f}' for c in fit.contributions)} times their exact share"])
 
 
-def _judge_penalty(probe, penalty, k):
+def _judge_penalty(penalty, k):
     """regularizer_every_micro_step when the penalty counts once per micro-batch."""
     if near(penalty, 0):
-        return _Part(unused=["the model's regularization losses (model.losses)"])
+        return Outcome(unused=["the model's regularization losses (model.losses)"])
     if near(penalty, 1):
-        return _Part()
+        return Outcome()
     if near(penalty, k):
-        return _Part([Finding(
-            "regularizer_every_micro_step", probe.name, penalty,
+        return Outcome(findings=[_found(
+            "regularizer_every_micro_step", penalty,
             f"the weight penalty moves the weights {penalty:.2f}x as far as the exact update: "
             f"it is added once per micro-batch ({k} per update), not once per update")])
-    return _Part(unexplained=[f"ragged probe: the weight penalty counts {penalty:.2f} times "
+    return Outcome(unexplained=[f"ragged probe: the weight penalty counts {penalty:.2f} times "
                               "per update (exact: once)"])
 
 
@@ -472,25 +539,30 @@ def _judge_tail(probe, subject, exact, k, context):
         if context.missing_normalization:
             note = "as missing_normalization"
         else:
-            findings.append(Finding(
-                "under_scaled_tail", probe.name, tail / scale,
+            findings.append(_found(
+                "under_scaled_tail", tail / scale,
                 f"{what} moves the weights {tail / scale:.2f}x as far as the exact update: it "
                 f"is divided as if it held {k} micro-batches"))
     elif near(tail, 0):
         if near(after_two, 0) or context.micro_part:
-            findings.append(Finding(
-                "dropped_tail", probe.name, after_two,
+            findings.append(_found(
+                "dropped_tail", after_two,
                 f"{what} never reaches the weights: after 2 epochs its weights moved "
                 f"{after_two:.2f}x as far as the exact trainer's"))
         else:
-            findings.append(Finding(
-                "carried_tail", probe.name, after_two,
+            findings.append(_found(
+                "carried_tail", after_two,
                 f"{what} is not applied at the end of the epoch but in the next one, mixed "
                 f"with its first micro-batches (its weights moved 0.00x the exact trainer's "
                 f"after epoch 1, {after_two:.2f}x after epoch 2)"))
     else:
         unexplained.append(f"tail probe: {what} counts {tail:.2f} times its exact share")
-    return _Outcome(measured, findings, unexplained, note=note)
+    return Outcome(measured, findings, unexplained, note=note), context
+
+
+def _tail_labels(probe, k):
+    partial = len(probe.sizes) - k
+    return [f"full {i + 1}" for i in range(k)] + [f"tail {i + 1}" for i in range(partial)]
 
 
 # ----------------------------------------------------------------- clipping
@@ -503,17 +575,31 @@ def _judge_clipping(probe, subject, exact, k, context):
     ratio = float(np.linalg.norm(moves[0]) / np.linalg.norm(moves[1]))
     measured = f"update {ratio:.2f}x as long as the clip allows"
     if context.micro_part:
-        return _Outcome(measured, note="not judged: the subject steps on every micro-batch")
+        return Outcome(measured, note="not judged: the subject steps on every micro-batch"), context
     if near(ratio, 1):
-        return _Outcome(measured)
+        return Outcome(measured), context
     if near(ratio, 1 / np.sqrt(k)):
-        return _Outcome(measured, [Finding(
-            "per_micro_batch_clipping", probe.name, ratio,
+        return Outcome(measured, [_found(
+            "per_micro_batch_clipping", ratio,
             f"with every micro-batch's gradient above global_clipnorm, the update is "
             f"{ratio:.2f}x as long as the clip allows (1/sqrt({k})): each micro-batch is "
-            "clipped before accumulating")])
+            "clipped before accumulating")]), context
     if ratio > 1:
-        return _Outcome(measured, unused=["the optimizer's clipping (global_clipnorm)"],
-                        note="clipping not used")
-    return _Outcome(measured, unexplained=[
-        f"clipping probe: the update is {ratio:.2f}x as long as the clip allows"])
+        return Outcome(measured, unused=["the optimizer's clipping (global_clipnorm)"],
+                       note="clipping not used"), context
+    return Outcome(measured, unexplained=[
+        f"clipping probe: the update is {ratio:.2f}x as long as the clip allows"]), context
+
+
+def _numbered_labels(probe, k):
+    return [f"{i + 1}" for i in range(len(probe.sizes))]
+
+
+#: Each probe's judge and picture, by the probe's name: the one place a probe's
+#: name decides how it is read.
+READINGS = {
+    "windows": Reading(_judge_windows, _window_labels, _micro_batches_shown),
+    "ragged": Reading(_judge_ragged, _ragged_labels, _ragged_shown),
+    "tail": Reading(_judge_tail, _tail_labels, _micro_batches_shown),
+    "clipping": Reading(_judge_clipping, _numbered_labels, _micro_batches_shown),
+}

@@ -6,268 +6,61 @@ messages (a Stop button in a busy kernel does nothing). The thread only sets
 widget traits; the figure is a matplotlib ``Figure`` (no pyplot state)
 rendered to PNG into an ``ipywidgets.Image``, so it works in JupyterLab 4
 with no extension to build, and in tests with no display at all.
+
+The dashboard's controls are a :class:`~gaviz.dashboard_form.DashboardForm`;
+the live plot is :class:`~gaviz.liveplot.LivePlot`.
 """
 
 from __future__ import annotations
 
 import html
 import inspect
-import math
 import threading
-import time
-
-import ipywidgets as widgets
-import keras
 
 from gaviz import demo
-from gaviz.checks import check_one_of
-from gaviz.history import History
+from gaviz.checks import TAIL_POLICIES, check_one_of
+from gaviz.dashboard_form import STEP_CHOICES, DashboardForm
+from gaviz.liveplot import CurveRenderer, LivePlot
 from gaviz.pitfalls import PITFALLS
-from gaviz.keraslog import KerasLog
-from gaviz.plotting import (EFFECTIVE_LOSS, KERAS_LOSS, X_AXES, CurveFigure, epoch_points,
-                            keras_x_label, running_mean_curve)
+from gaviz.plotting import X_AXES, CurveFigure
 from gaviz.runs import EXACT, HOLDS, RunPlan, RunResult, plan_runs, train_run
 
+__all__ = ["Dashboard", "LivePlot", "dashboard"]
 
-class LivePlot(keras.callbacks.Callback):
-    """Draws a loss curve live: for ``AccumulationTrainer.fit`` and for ``model.fit``.
-
-    In a notebook cell, leave the plot last (or ``display`` it) and train:
-
-    - ``trainer.fit(ds, on_update=LivePlot())``: one point per applied update,
-      the loss of its effective batch, against ``x_axis``; the records are the
-      :class:`~gaviz.history.Update` objects in ``history``.
-    - ``model.fit(x, y, callbacks=[LivePlot()])`` (it is a
-      ``keras.callbacks.Callback``): one point per ``on_train_batch_end``, the
-      ``logs["loss"]`` Keras passes. In Keras 3 that is the running mean of
-      the epoch's batch losses so far, as the progress bar shows, not the
-      batch's own loss: it restarts at each epoch with one batch's loss and
-      smooths towards the epoch's value. So the legend says "running mean
-      over the epoch", each epoch is its own segment, and each epoch's value
-      (``on_epoch_end``'s ``loss``, as ``model.history``; and ``val_loss``
-      with validation) is a marker where the epoch ended. Keras tells
-      callbacks no batch size, so x counts training steps (batches, one
-      optimizer update each in plain Keras) for ``x_axis`` ``"samples"`` or
-      ``"updates"``, and seconds for ``"seconds"``. The records are in
-      ``keras_log`` (a :class:`~gaviz.keraslog.KerasLog`).
-
-    Given both ways at once (``on_update=live`` and ``callbacks=[live]`` to
-    a trainer that calls Keras's batch callbacks once per update, their logs
-    running means), the per-update records win: only the effective-batch
-    curve of ``history`` is drawn, once per update (a Keras curve drawn
-    before the first update is taken off then), and Keras's logs are kept in
-    ``keras_log`` but not drawn, so no update appears twice.
-
-    Redraws are throttled to one per ``min_interval`` seconds;
-    ``on_train_end`` draws the last state (with ``on_update`` alone, call
-    ``redraw()``). Several runs can share one ``figure`` with different
-    labels, all drawn the same way. A plot reused for another fit continues
-    its curve.
-    """
-
-    def __init__(self, label: str = "run", x_axis: str = "samples", figure=None,
-                 image=None, min_interval: float = 0.25):
-        super().__init__()
-        self.label = label
-        self.figure = figure or CurveFigure(x_axis)
-        self.image = image or widgets.Image(format="png", layout=widgets.Layout(width="640px"))
-        self.history = History()
-        self.keras_log = KerasLog()
-        self.min_interval = min_interval
-        self._last_draw = -math.inf  # the first point is drawn at once
-        self._started = None
-
-    # ------------------------------------------------------------ on_update
-
-    def __call__(self, update) -> None:
-        self.history.append(update)
-        if self._keras_lines()[0] in self.figure.lines:
-            self.redraw()  # the first update replaces the Keras curve at once
-        else:
-            self._maybe_redraw()
-
-    # ------------------------------------------------------------ Keras callback
-
-    def on_train_begin(self, logs=None):
-        if self._started is None:
-            self._started = time.perf_counter()
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.keras_log.begin_epoch(epoch)
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.keras_log.end_batch(batch, logs, self._seconds())
-        if not self.history:  # with on_update records, __call__ draws
-            self._maybe_redraw()
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.keras_log.end_epoch(epoch, logs, self._seconds())
-        if not self.history:
-            self._maybe_redraw()
-
-    def on_train_end(self, logs=None):
-        self.redraw()
-
-    # ------------------------------------------------------------ drawing
-
-    def redraw(self) -> None:
-        if self.history or not self.keras_log:
-            self._draw_updates()
-        else:
-            self._draw_keras_log()
-        self.image.value = self.figure.png()
-        self._last_draw = time.perf_counter()
-
-    def _maybe_redraw(self):
-        if time.perf_counter() - self._last_draw >= self.min_interval:
-            self.redraw()
-
-    def _draw_updates(self):
-        for key in self._keras_lines():
-            self.figure.remove(key)
-        self.figure.label_axes(X_AXES[self.figure.x_axis][0], EFFECTIVE_LOSS)
-        self.figure.update(self.label, self.history)
-
-    def _draw_keras_log(self):
-        running, epoch, val = self._keras_lines()
-        x_axis = self.figure.x_axis
-        self.figure.label_axes(keras_x_label(x_axis), KERAS_LOSS)
-        self.figure.set_line(running, *running_mean_curve(self.keras_log, x_axis),
-                             legend=f"{self.label}: loss, running mean over the epoch")
-        color = self.figure.lines[running].get_color()
-        self.figure.set_line(epoch, *epoch_points(self.keras_log, x_axis), "o", color=color,
-                             legend=f"{self.label}: epoch loss")
-        val_xs, val_ys = epoch_points(self.keras_log, x_axis, "val_loss")
-        if val_xs:
-            self.figure.set_line(val, val_xs, val_ys, "s", color=color, fillstyle="none",
-                                 legend=f"{self.label}: val_loss")
-
-    def _keras_lines(self):
-        """The figure's keys of the Keras curves: running mean, epoch loss, val_loss."""
-        return (f"{self.label} (Keras running mean)", f"{self.label} (Keras epoch loss)",
-                f"{self.label} (Keras val_loss)")
-
-    def _seconds(self):
-        if self._started is None:
-            self._started = time.perf_counter()
-        return time.perf_counter() - self._started
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.image._repr_mimebundle_(**kwargs)
+#: The form's widgets, each also an attribute of the dashboard under its name.
+_FORM_WIDGETS = ("steps", "hold", "micro_batch_size", "effective_batch_size", "learning_rate",
+                 "optimizer", "epochs", "preset", "tail", "trainer", "warmup", "x_axis",
+                 "run_button", "stop_button", "plan", "status", "progress", "summary", "image",
+                 "widget")
 
 
-#: The settings' labels, one width, so their controls line up.
-_SETTING_STYLE = {"description_width": "150px"}
-
-
-class _DashboardForm:
-    """The dashboard's controls and their layout: every setting a run reads,
-    the run controls and the outputs, as widget attributes of the dashboard."""
-
-    def _add_batch_settings(self, wide, steps, hold, micro_batch_size, effective_batch_size):
-        """The first column: which k to compare, and which batch size they share."""
-        style = _SETTING_STYLE
-        self.steps = widgets.SelectMultiple(
-            options=[1, 2, 4, 8, 16, 32], value=tuple(steps), rows=6,
-            description="accumulation steps", style=style, layout=wide)
-        self.hold = widgets.ToggleButtons(
-            options=[("hold effective batch", "effective"), ("hold micro-batch", "micro")],
-            value=hold, style={"button_width": "150px"})
-        self.micro_batch_size = widgets.BoundedIntText(
-            value=micro_batch_size, min=1, max=1 << 20, description="micro-batch",
-            style=style, layout=wide)
-        self.effective_batch_size = widgets.BoundedIntText(
-            value=effective_batch_size, min=1, max=1 << 20, description="effective batch",
-            style=style, layout=wide)
-
-    def _add_training_settings(self, wide, learning_rate, optimizer, epochs, preset, tail,
-                               trainer, warmup):
-        """The second column: what every run trains, and how."""
-        style = _SETTING_STYLE
-        self.learning_rate = widgets.FloatLogSlider(
-            value=learning_rate, base=10, min=-4, max=0.5, step=0.1, readout_format=".4f",
-            description="learning rate", style=style, layout=wide)
-        self.optimizer = widgets.Dropdown(
-            options=sorted(demo.OPTIMIZERS), value=optimizer, description="optimizer",
-            style=style, layout=wide)
-        self.epochs = widgets.IntSlider(value=epochs, min=1, max=30, description="epochs",
-                                        style=style, layout=wide)
-        self.preset = widgets.Dropdown(options=list(demo.PRESETS), value=preset,
-                                       description="demo problem", style=style, layout=wide)
-        self.tail = widgets.Dropdown(options=["flush", "drop", "carry"], value=tail,
-                                     description="tail", style=style, layout=wide)
-        self.trainer = widgets.Dropdown(options=[EXACT, *PITFALLS], value=trainer,
-                                        description="trainer", style=style, layout=wide)
-        self.warmup = widgets.Checkbox(
-            value=warmup, description="warm up k: 1, 2, 4... per epoch", indent=False,
-            layout=wide)
-
-    def _add_run_controls(self, x_axis):
-        """The Run and Stop buttons and the x axis, which redraws without a run."""
-        self.x_axis = widgets.ToggleButtons(options=list(X_AXES), value=x_axis,
-                                            style={"button_width": "80px"},
-                                            layout=widgets.Layout(width="auto"))
-        self.run_button = widgets.Button(description="Run", button_style="success", icon="play")
-        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
-                                          disabled=True)
-
-    def _add_outputs(self):
-        """The plan, status, progress, plot and summary.
-
-        Then the CSS classes the summary's style and the browser tests find widgets by.
-        """
-        self.plan = widgets.HTML()
-        self.status = widgets.HTML("ready")
-        self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress")
-        self.summary = widgets.HTML()
-        self.image = widgets.Image(format="png", layout=widgets.Layout(width="680px"))
-        for box, name in [(self.steps, "gaviz-steps"), (self.run_button, "gaviz-run"),
-                          (self.stop_button, "gaviz-stop"), (self.status, "gaviz-status"),
-                          (self.plan, "gaviz-plan"), (self.image, "gaviz-plot"),
-                          (self.summary, "gaviz-summary")]:
-            box.add_class(name)
-
-    def _observe_controls(self):
-        """Re-plans when a setting changes, redraws when the x axis does; connects the buttons."""
-        for control in self._settings:
-            control.observe(lambda _: self._show_plan(), names="value")
-        self.x_axis.observe(lambda _: self._replot(), names="value")
-        self.run_button.on_click(lambda _: self.run())
-        self.stop_button.on_click(lambda _: self.stop())
-
-    def _arranged(self):
-        """The whole dashboard: settings in two columns, then plan, buttons, status and plot."""
-        return widgets.VBox([
-            widgets.HBox([
-                widgets.VBox([self.steps, self.hold, self.micro_batch_size,
-                              self.effective_batch_size]),
-                widgets.VBox([self.learning_rate, self.optimizer, self.epochs, self.preset,
-                              self.tail, self.trainer, self.warmup]),
-            ]),
-            self.plan,
-            widgets.HBox([self.run_button, self.stop_button, self.progress, self.x_axis]),
-            self.status, self.image, self.summary,
-        ])
-
-
-class Dashboard(_DashboardForm):
+class Dashboard:
     """Choose accumulation steps and watch effective-batch loss curves.
 
     Build it with :func:`dashboard`; display it by leaving it last in a cell.
     ``run()``/``stop()``/``wait()`` do what the buttons do, for scripts and
-    tests; ``results`` holds one :class:`RunResult` per configuration.
+    tests; ``results`` holds one :class:`RunResult` per configuration. Its
+    controls (``steps``, ``hold``... ``run_button``, ``plan``, ``image``) are
+    those of its ``form``, a :class:`~gaviz.dashboard_form.DashboardForm`.
+
+    Raises:
+        TypeError: a setting it does not know.
+        ValueError: a setting none of the controls offers.
     """
 
     def __init__(self, steps=(1, 2, 4, 8), micro_batch_size=32, effective_batch_size=256,
                  hold="effective", learning_rate=0.01, optimizer="adam", epochs=3,
                  preset="regression", tail="flush", trainer=EXACT, x_axis="samples",
-                 seed=0, min_redraw_interval=0.25, warmup=False):
-        wide = widgets.Layout(width="360px")  # one layout for both columns of settings
-        self._add_batch_settings(wide, steps, hold, micro_batch_size, effective_batch_size)
-        self._add_training_settings(wide, learning_rate, optimizer, epochs, preset, tail,
-                                    trainer, warmup)
-        self._add_run_controls(x_axis)
-        self._add_outputs()
+                 seed=0, min_redraw_interval=0.25, warmup=False, **unknown):
+        _check_settings(unknown, steps=steps, hold=hold, optimizer=optimizer, preset=preset,
+                        tail=tail, trainer=trainer, x_axis=x_axis)
+        self.form = DashboardForm(
+            steps=steps, micro_batch_size=micro_batch_size,
+            effective_batch_size=effective_batch_size, hold=hold,
+            learning_rate=learning_rate, optimizer=optimizer, epochs=epochs, preset=preset,
+            tail=tail, trainer=trainer, x_axis=x_axis, warmup=warmup)
+        for name in _FORM_WIDGETS:
+            setattr(self, name, getattr(self.form, name))
 
         self.seed = seed
         self.min_redraw_interval = min_redraw_interval
@@ -277,13 +70,16 @@ class Dashboard(_DashboardForm):
         self._stop_requested = False
         self._current = None
 
-        # What a run reads: the plan follows them, and a run disables them.
-        self._settings = [self.steps, self.hold, self.micro_batch_size, self.effective_batch_size,
-                          self.learning_rate, self.optimizer, self.epochs, self.preset,
-                          self.tail, self.trainer, self.warmup, self.x_axis]
-        self._observe_controls()
+        self.form.on_settings_change.append(self._show_plan)
+        self.form.on_x_axis_change.append(self._replot)
+        self.form.on_run.append(self.run)
+        self.form.on_stop.append(self.stop)
         self._show_plan()
-        self.widget = self._arranged()
+
+    @property
+    def _settings(self):
+        """The controls a run reads (the form's)."""
+        return self.form.settings
 
     # ------------------------------------------------------------ planning
 
@@ -397,10 +193,12 @@ class Dashboard(_DashboardForm):
     def _draw(self):
         if self.figure is None:
             return
+        # The renderer every run's LivePlot draws with, forced: the finished state.
+        renderer = CurveRenderer(self.figure, self.image)
         for result in self.results:
             if result.history:
-                self.figure.update(result.plan.label, result.history)
-        self.image.value = self.figure.png()
+                renderer.draw_updates(result.plan.label, result.history)
+        renderer.show()
 
     def _replot(self):
         """Redraws finished runs against another x axis."""
@@ -413,10 +211,7 @@ class Dashboard(_DashboardForm):
         self.status.value = _status_html(message, error)
 
     def _set_running(self, running):
-        for control in self._settings:
-            control.disabled = running
-        self.run_button.disabled = running
-        self.stop_button.disabled = not running
+        self.form.set_running(running)
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
@@ -466,17 +261,28 @@ def _summary_html(results: list[RunResult]) -> str:
     return f"{style}<table>{head}{''.join(rows)}</table>"
 
 
+def _check_settings(unknown, steps, hold, optimizer, preset, tail, trainer, x_axis):
+    """Checks the dashboard's settings once, before any widget is built."""
+    if unknown:
+        known = [name for name in inspect.signature(Dashboard).parameters if name != "unknown"]
+        raise TypeError(f"dashboard() got unknown settings: {sorted(unknown)}. It takes: "
+                        f"{', '.join(known)}")
+    for k in steps:
+        check_one_of("steps", k, STEP_CHOICES)
+    check_one_of("hold", hold, HOLDS)
+    check_one_of("optimizer", optimizer, sorted(demo.OPTIMIZERS))
+    check_one_of("preset", preset, demo.PRESETS)
+    check_one_of("tail", tail, TAIL_POLICIES)
+    check_one_of("trainer", trainer, (EXACT, *PITFALLS))
+    check_one_of("x_axis", x_axis, X_AXES)
+
+
 def dashboard(**settings) -> Dashboard:
     """Shows the accumulation dashboard: ``gaviz.dashboard()`` in a notebook cell.
 
     Keyword arguments set the controls' starting values (``steps``,
     ``micro_batch_size``, ``effective_batch_size``, ``hold``,
     ``learning_rate``, ``optimizer``, ``epochs``, ``preset``, ``tail``,
-    ``trainer``, ``x_axis``).
+    ``trainer``, ``x_axis``, ``warmup``), checked by :class:`Dashboard`.
     """
-    unknown = set(settings) - set(inspect.signature(Dashboard).parameters)
-    if unknown:
-        raise TypeError(f"dashboard() got unknown settings: {sorted(unknown)}")
-    if "hold" in settings:
-        check_one_of("hold", settings["hold"], HOLDS)
     return Dashboard(**settings)

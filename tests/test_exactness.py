@@ -163,14 +163,27 @@ def test_token_level_losses_match_keras(regression_data):
 
 
 def test_jit_compile_gives_the_same_weights(regression_data):
+    """On arrays, jit_compile=True makes the whole call one XLA program, and the
+    weights are those of the uncompiled call. (On a dataset only each
+    micro-step is compiled, and an ignored jit_compile would go unseen.)"""
     x, y = regression_data
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    arrays = (tf.constant(x), tf.constant(y))
+    order = tf.range(len(x), dtype=tf.int64)
+    call = (arrays, order, 8, len(x), tf.constant(4), tf.constant(4, tf.int64))
     models = []
     for jit in (False, True):
         model = make_mlp()
         trainer = gaviz.AccumulationTrainer(
             model, keras.optimizers.Adam(0.01), "mse", 4, jit_compile=jit
         )
-        trainer.fit(ds, epochs=2)
+        trainer.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+        assert trainer.window_loop.whole_call_compiled is jit
+        function = trainer.array_window_function
+        if jit:  # XLA's program for the call: its window loop and matrix products
+            hlo = function.experimental_get_compiler_ir(*call)(stage="hlo")
+            assert "while" in hlo and "dot(" in hlo
+        else:
+            with pytest.raises(ValueError, match="jit_compile=True"):
+                function.experimental_get_compiler_ir(*call)
         models.append(model)
     assert max_weight_difference(*models) < TOLERANCE
