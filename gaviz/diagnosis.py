@@ -14,41 +14,13 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from gaviz import checks, probes, signatures
+from gaviz import checks, pitfalls, probes, signatures
 from gaviz.signatures import Finding
 from gaviz.trainer import AccumulationTrainer
 
 #: For each finding: the fix in one line, and the lesson that shows the defect
-#: going wrong, measured, then fixed. Lesson names live here and nowhere else.
-FIXES = {
-    "missing_normalization": (
-        "divide the window's summed loss by its sample count, once per update",
-        "05_pitfall_missing_normalization"),
-    "missing_reset": ("zero the accumulators after every update", "04_pitfall_missing_reset"),
-    "zeroed_weights": ("zero the accumulators, not the model's variables",
-                       "04_pitfall_missing_reset"),
-    "update_every_micro_step": (
-        "call apply_gradients once per window, after its last micro-batch",
-        "03_accumulating_by_hand"),
-    "mean_of_means": (
-        "add the micro-batches' summed losses and divide once by the window's sample count, "
-        "not each micro-batch by its own size", "05_pitfall_missing_normalization"),
-    "regularizer_every_micro_step": (
-        "add model.losses once per update, not to every micro-batch's loss",
-        "03_accumulating_by_hand"),
-    "dropped_tail": (
-        "apply the partial window at the end of each epoch, divided by its own sample count",
-        "06_pitfall_dropped_tail"),
-    "under_scaled_tail": (
-        "divide the partial window by its own sample count, not as if it were full",
-        "06_pitfall_dropped_tail"),
-    "carried_tail": (
-        "apply the partial window at the end of its own epoch, divided by its sample count",
-        "06_pitfall_dropped_tail"),
-    "per_micro_batch_clipping": (
-        "clip once, the window's accumulated gradient (an optimizer's clipnorm does, when "
-        "given that gradient)", "03_accumulating_by_hand"),
-}
+#: going wrong, measured, then fixed (from the pitfall's record).
+FIXES = {p.name: (p.fix, p.lesson) for p in pitfalls.GALLERY}
 #: Where to look when a deviation has no name.
 UNNAMED_LESSON = "03_accumulating_by_hand"
 

@@ -41,6 +41,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from gaviz.measure import flat_weights
+
 #: Full windows in the ``windows`` probe: enough for growth to show a trend.
 WINDOWS = 3
 #: Samples per micro-batch wherever the micro-batches are equal.
@@ -225,11 +227,6 @@ def observe(train: Train, probe: Probe, accumulation_steps: int) -> Observation:
     except FloatingPointError as failure:
         error = str(failure)
     return Observation(start, after_epoch, int(optimizer.iterations.numpy()), error)
-
-
-def flat_weights(model) -> np.ndarray:
-    """Data kernel then penalized kernel, as one float64 vector."""
-    return np.concatenate([np.ravel(w) for w in model.get_weights()]).astype(np.float64)
 
 
 def contributions(subject: Observation, exact: Observation, epoch: int = 1) -> np.ndarray:
