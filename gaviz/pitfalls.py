@@ -25,6 +25,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+import keras
 import tensorflow as tf
 
 from gaviz import checks
@@ -80,6 +81,24 @@ def zero_weights(sums: WindowSums, fresh: WindowSums, variables) -> WindowSums:
     return fresh
 
 
+def micro_steps_before(micro_steps):
+    """The schedule's step at an update: the micro-batches before the window's last."""
+    # PITFALL: the schedule counts micro-batches, not updates.
+    return micro_steps - 1
+
+
+def require_schedule(optimizer) -> None:
+    """Raises unless ``optimizer``'s learning rate is a schedule: a constant one shows nothing."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if not isinstance(getattr(inner, "_learning_rate", None),
+                      keras.optimizers.schedules.LearningRateSchedule):
+        raise ValueError(
+            "`optimizer` must have a learning-rate schedule "
+            "(keras.optimizers.schedules.LearningRateSchedule) for SchedulePerMicroStep "
+            "to show anything. Received an optimizer with a constant learning rate."
+        )
+
+
 def require_clipping(optimizer) -> None:
     """Raises unless ``optimizer`` clips: per-micro-batch clipping shows nothing otherwise."""
     clips = ("global_clipnorm", "clipnorm", "clipvalue")
@@ -107,7 +126,8 @@ class Pitfall:
             the test that catches it.
         lesson: the lesson that teaches it (a notebook's name without ``.ipynb``).
         probe, signature: the ``diagnose`` probe that shows it, and what
-            that probe measures for it (k micro-batches per window).
+            that probe measures for it (k micro-batches per window); an empty
+            probe: no probe of ``diagnose`` can show it (the signature says why).
         story: which number its comparison's headline tells, one of :data:`STORIES`.
         rule: its arithmetic (:data:`gaviz.rules.EXACT` when its mistake is a setting).
         settings: trainer arguments its mistake fixes (e.g. ``tail="drop"``).
@@ -297,6 +317,27 @@ GALLERY = (
         story="update_count",
         # PITFALL: the partial window waits for the next epoch.
         settings={"tail": "carry"}, mistake="carrying the tail is its mistake",
+    ),
+    Pitfall(
+        name="schedule_per_micro_step", class_name="SchedulePerMicroStep",
+        summary="The learning-rate schedule counts micro-batches, not updates. Needs an "
+                "optimizer whose learning rate is a schedule.",
+        symptom="a warm-up or a decay runs ``accumulation_steps`` times too fast: a "
+                "1000-step warm-up is over after 1000 / k updates, and update u already "
+                "uses the rate of step u * k - 1.",
+        cause="the schedule is given the count of micro-batches (the optimizer's step "
+              "counter advancing on every micro-batch): what Keras's built-in "
+              "``gradient_accumulation_steps`` does (its schedules read the \"real\" "
+              "iterations, it documents).",
+        fix="give the schedule the count of updates (optimizer.iterations), or write it "
+            "in updates",
+        detect="with SGD and a schedule that halves the rate every step, update 1 is "
+               "``0.5 ** (k - 1)`` times the exact one.",
+        lesson="07_learning_rate_scaling",
+        probe="", signature="diagnose's probes use a constant learning rate: not probed",
+        story="first_update",
+        # PITFALL: the schedule reads the micro-steps consumed (micro_steps_before).
+        rule=Rule(schedule_step=micro_steps_before), requires=require_schedule,
     ),
 )
 

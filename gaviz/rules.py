@@ -65,6 +65,10 @@ class Rule:
             run in replica context, inside the graph.
         sums_outlive_updates: whether ``next_window`` may start from anything
             but zeros, so the sums are kept in variables between graph calls.
+        schedule_step: ``micro_steps -> step``: the step a learning-rate
+            schedule reads at an update, given the micro-batches consumed up
+            to the end of its window; None (exact): the optimizer's own
+            count of updates, ``optimizer.iterations``.
     """
 
     contribution: Callable[[WindowSums], WindowSums] = sum_contribution
@@ -74,6 +78,7 @@ class Rule:
     apply_each_micro_batch: bool = False
     next_window: Callable = fresh_window
     sums_outlive_updates: bool = False
+    schedule_step: Callable | None = None
 
 
 #: The exact trainer's rule: sum everything, divide once by the window's count.

@@ -28,7 +28,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from gaviz import probes
+from gaviz import pitfalls, probes
 from gaviz.probes import Observation, Probe
 
 #: Contributions are ratios of weight moves of about 0.1 / k on weights near 1,
@@ -52,23 +52,10 @@ class Signature(NamedTuple):
     reads: str
 
 
-#: Every defect diagnose names, in the order the probes find them.
-SIGNATURES = {row.name: row for row in [
-    Signature("zeroed_weights", "windows", "every weight is 0 after the run"),
-    Signature("update_every_micro_step", "windows",
-              "more than one optimizer step per window (or, uncounted, every weight "
-              "moves k+1x)"),
-    Signature("missing_normalization", "windows", "every weight moves k times as far"),
-    Signature("missing_reset", "windows", "window t counts (windows - t + 1) times"),
-    Signature("mean_of_means", "ragged", "a micro-batch counts 1/its size: (N/k)/n_i"),
-    Signature("regularizer_every_micro_step", "ragged",
-              "the penalty moves its weights k times as far"),
-    Signature("under_scaled_tail", "tail", "the partial window of m counts m/k"),
-    Signature("dropped_tail", "tail", "the partial window counts 0, even in epoch 2"),
-    Signature("carried_tail", "tail", "0 in its epoch, > 0 after the next one"),
-    Signature("per_micro_batch_clipping", "clipping",
-              "the update is 1/sqrt(k) as long as allowed"),
-]}
+#: Every defect diagnose names: each pitfall record's probe and signature
+#: (:data:`gaviz.pitfalls.GALLERY`, the one place a pitfall is described).
+SIGNATURES = {p.name: Signature(p.name, p.probe, p.signature)
+              for p in pitfalls.GALLERY if p.probe}
 
 
 class Finding(NamedTuple):

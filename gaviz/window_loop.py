@@ -186,7 +186,9 @@ class WindowLoop:
         with tf.name_scope("finish"):
             loss, grads, finite = self.window_update.finish(totals, steps, k)
         with tf.name_scope("update"):
-            applied = self.window_update.update(due and finite, grads)
+            # Micro-batches up to this window's end, for a rule whose schedule reads them.
+            micro_steps = self.state.micro_step + consumed if self.rule.schedule_step else None
+            applied = self.window_update.update(due and finite, grads, micro_steps)
         with tf.name_scope("report"):
             self.strategy.run(self._track_window, args=(due and finite, loss, totals.rows))
             self.state.micro_step.assign_add(consumed)

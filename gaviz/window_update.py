@@ -8,6 +8,8 @@ gradients overflowed); the trainer counts such windows.
 
 from __future__ import annotations
 
+import contextlib
+
 import keras
 import tensorflow as tf
 
@@ -58,23 +60,52 @@ class WindowUpdate:
         grads = gradients(tape, penalty, self.model.trainable_variables)
         return penalty * times, [g * tf.cast(times, g.dtype) for g in grads]
 
-    def update(self, apply, grads):
-        """Applies ``grads`` if ``apply``; True if an update really happened."""
+    def update(self, apply, grads, micro_steps=None):
+        """Applies ``grads`` if ``apply``; True if an update really happened.
+
+        ``micro_steps``: micro-batches consumed up to the end of this window
+        (read only by a rule with a ``schedule_step``).
+        """
         if not self.loss_scaled:
             if apply:
-                self.apply(grads)
+                self.apply(grads, micro_steps)
             return apply
         before = tf.identity(self.optimizer.iterations.value)
         if apply:
-            self.apply(grads)
+            self.apply(grads, micro_steps)
         skipped = apply and self.optimizer.iterations.value == before
         if skipped:
             self.skipped_windows.assign_add(1)
         return apply and not skipped
 
-    def apply(self, grads):
+    def apply(self, grads, micro_steps=None):
         """One optimizer step with ``grads`` (float32 sums), cast to each weight's dtype."""
         variables = self.model.trainable_variables
-        self.optimizer.apply_gradients(
-            [(tf.cast(g, v.dtype), v) for g, v in zip(grads, variables)]
-        )
+        step = None
+        if self.rule.schedule_step is not None and micro_steps is not None:
+            step = self.rule.schedule_step(micro_steps)
+        with _schedule_read_at(self.optimizer, step):
+            self.optimizer.apply_gradients(
+                [(tf.cast(g, v.dtype), v) for g, v in zip(grads, variables)]
+            )
+
+
+@contextlib.contextmanager
+def _schedule_read_at(optimizer, step):
+    """Meanwhile (at trace time), ``optimizer``'s learning-rate schedule reads
+    ``step`` instead of the optimizer's count of updates (None: unchanged).
+
+    Keras's optimizers read a schedule as ``_learning_rate(_iterations)``
+    (``keras/src/optimizers/base_optimizer.py``, ``_get_current_learning_rate``);
+    a callable ``_learning_rate`` is called with no argument instead.
+    """
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    schedule = inner._learning_rate
+    if step is None or not isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+        yield
+        return
+    inner._learning_rate = lambda: schedule(step)
+    try:
+        yield
+    finally:
+        inner._learning_rate = schedule

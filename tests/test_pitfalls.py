@@ -52,6 +52,7 @@ def test_gallery_names_and_labels():
         "missing_reset", "missing_normalization", "dropped_tail", "update_every_micro_step",
         "zeroed_weights", "mean_of_means", "per_micro_batch_clipping",
         "regularizer_every_micro_step", "under_scaled_tail", "carried_tail",
+        "schedule_per_micro_step",
     }
     source = inspect.getsource(gaviz.pitfalls)
     records = source[source.index("GALLERY = ("):].split("    Pitfall(\n")[1:]
@@ -250,3 +251,28 @@ def test_carried_tail_straddles_the_epoch_boundary(regression_data):
     assert len(result.loss) == 6 and len(result.exact_loss) == 8
     assert max(result.weight_distance[:3]) == 0.0  # the first epoch's full windows agree
     assert result.weight_distance[3] > 1e-4  # the 4th window mixes both epochs
+
+
+def test_schedule_per_micro_step_runs_the_schedule_k_times_too_fast(equal_micro):
+    """With a rate halving every step, update 1 reads step k - 1 (0.5 ** (k - 1)
+    of the exact rate) and update 2 step 2k - 1 (0.5 ** k of the exact step 1's)."""
+    def halving():
+        return keras.optimizers.SGD(
+            keras.optimizers.schedules.ExponentialDecay(LR, decay_steps=1, decay_rate=0.5))
+
+    steps = {}
+    for name in ("exact", "schedule_per_micro_step"):
+        model = make_mlp()
+        cls = gaviz.AccumulationTrainer if name == "exact" else PITFALLS[name]
+        trainer = cls(model, halving(), "mse", K)
+        moves, before = [], flat(model)
+        for window in (equal_micro[:K], equal_micro[K:2 * K]):
+            trainer.fit(dataset_of(window))
+            moves.append(flat(model) - before)
+            before = flat(model)
+        steps[name] = moves
+    # The same weights before update 1: the same gradient, another rate.
+    assert_step(steps["schedule_per_micro_step"][0], 0.5 ** (K - 1) * steps["exact"][0])
+    assert int(trainer.optimizer.iterations.numpy()) == 2  # it still counts updates
+    with pytest.raises(ValueError, match="must have a learning-rate schedule"):
+        PITFALLS["schedule_per_micro_step"](make_mlp(), sgd(), "mse", K)
