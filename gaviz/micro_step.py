@@ -7,6 +7,7 @@ the window adds these up and divides once, when it finishes.
 
 from __future__ import annotations
 
+import keras
 import tensorflow as tf
 
 from gaviz.objective import Objective
@@ -24,24 +25,43 @@ class MicroStep:
 
     def __init__(self, model, optimizer, objective: Objective):
         self.model, self.optimizer, self.objective = model, optimizer, objective
+        self.loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
     def variables(self) -> list:
         """The variables trained: the model's trainable ones, read when called."""
         return self.model.trainable_variables
 
-    def sums(self, x, y, sample_weight) -> WindowSums:
-        """What the micro-batch ``(x, y, sample_weight)`` adds to its window."""
+    def sums(self, x, y, sample_weight, accumulation_steps=1) -> WindowSums:
+        """What the micro-batch ``(x, y, sample_weight)`` adds to its window of
+        ``accumulation_steps`` micro-batches (which only a loss scale reads)."""
         with tf.GradientTape() as tape:
             y_pred = self.model(x, training=True)
             with tf.name_scope("loss"):
                 micro = self.objective.micro(y, y_pred, sample_weight)
                 loss_sum = micro.loss_sum + self._forward_loss_sum(y_pred)
-            # A loss-scaling optimizer's scale (1 for others) keeps float16
-            # gradients from underflowing; the optimizer unscales once per window.
-            scaled = self.optimizer.scale_loss(loss_sum)
+            scaled, per = self._scaled(loss_sum, micro.normalizer, accumulation_steps)
         grads = gradients(tape, scaled, self.model.trainable_variables)
+        if per is not None:  # back to the gradient of the sum, in float32
+            grads = [g * tf.cast(per, g.dtype) for g in grads]
         self._update_metrics(y, y_pred, sample_weight, micro)
         return WindowSums(grads, loss_sum, micro.sample_count, micro.normalizer, micro.rows)
+
+    def _scaled(self, loss_sum, normalizer, accumulation_steps):
+        """What the tape differentiates: ``(loss, per)``, the gradient of the
+        sum being ``per`` times the loss's (``per`` None: the loss is the sum).
+
+        A loss-scaling optimizer's scale keeps float16 gradients from
+        underflowing. Keras scales the big batch's mean loss, where each
+        sample weighs 1 / (its ``n`` samples); the micro-batch's samples get
+        that same weight, 1 / (``n_micro * k``), so float16 sees the values
+        it sees in ``Model.fit`` (the sum, ``n`` times larger, would overflow
+        where Keras does not). The optimizer unscales once per window.
+        """
+        if not self.loss_scaled:
+            return loss_sum, None
+        count = tf.where(normalizer > 0, normalizer, tf.ones_like(normalizer))
+        per = count * tf.cast(accumulation_steps, count.dtype)
+        return self.optimizer.scale_loss(loss_sum / per), per
 
     def _update_metrics(self, y, y_pred, sample_weight, micro):
         """Keras's compiled metrics and per-output loss trackers, on one micro-batch."""

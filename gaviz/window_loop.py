@@ -204,14 +204,15 @@ class WindowLoop:
         """Micro-steps until the window is full or the data runs out."""
 
         def micro_step(element, sums):
-            return self.strategy.run(self._replica_micro_step, args=(element, sums, micro_sums))
+            return self.strategy.run(self._replica_micro_step,
+                                     args=(element, sums, micro_sums, k))
 
         return source.accumulate(micro_step, sums, steps, k)
 
-    def _replica_micro_step(self, element, sums, micro_sums):
+    def _replica_micro_step(self, element, sums, micro_sums, k):
         """Adds one micro-batch to this replica's running sums (no communication)."""
         rule = self.rule
-        micro = rule.contribution(micro_sums(*unpack(element)))
+        micro = rule.contribution(micro_sums(*unpack(element), k))
         if rule.clip_micro_batches:
             micro = clip_mean_gradient(micro, self.window_update.optimizer)
         if rule.apply_each_micro_batch:

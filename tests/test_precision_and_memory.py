@@ -128,3 +128,36 @@ def test_a_device_without_allocator_statistics_is_named_with_the_fix():
             gaviz.measure_peak_memory(lambda: None, device="CPU:0")
     else:
         pytest.skip("this process's CPU allocator keeps statistics")
+
+def keras_fit_mixed(x, y, batch_size, epochs):
+    """Model.fit under the current policy: compile wraps SGD in a LossScaleOptimizer."""
+    model = make_mlp()
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    model.fit(x, y, batch_size=batch_size, epochs=epochs, shuffle=False, verbose=0)
+    return model
+
+
+@pytest.mark.parametrize("micro_batch_size", [4, 16, 256])
+def test_mixed_float16_skips_no_more_windows_than_keras(policy, micro_batch_size):
+    """With compile's own LossScaleOptimizer (scale 2**15), as Model.fit at the same
+    effective batch: no more windows skipped, and weights within the gap float16
+    itself opens (Keras mixed against Keras float32)."""
+    k, epochs = 4, 2
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2048, 5)).astype("float32")
+    y = np.sin(x[:, :1]).astype("float32")
+    reference = keras_fit_mixed(x, y, k * micro_batch_size, epochs)  # float32 policy
+    policy("mixed_float16")
+    keras_mixed = keras_fit_mixed(x, y, k * micro_batch_size, epochs)
+    keras_skipped = epochs * len(x) // (k * micro_batch_size) - int(keras_mixed.optimizer.iterations.numpy())
+    model = make_mlp()
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    trainer = gaviz.AccumulationTrainer(model, accumulation_steps=k)
+    assert isinstance(trainer.optimizer, keras.optimizers.LossScaleOptimizer)
+    trainer.fit(x, y, batch_size=micro_batch_size, epochs=epochs, shuffle=False, verbose=0)
+    assert int(trainer.skipped_windows.numpy()) <= keras_skipped
+    float16_gap = max(float(np.max(np.abs(a - b)))
+                      for a, b in zip(keras_mixed.get_weights(), reference.get_weights()))
+    gap = max(float(np.max(np.abs(a - b)))
+              for a, b in zip(model.get_weights(), reference.get_weights()))
+    assert gap <= 2 * float16_gap + 1e-4, (gap, float16_gap)
