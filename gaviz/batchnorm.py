@@ -15,13 +15,15 @@ the micro-batch large enough for its statistics to be stable.
 
 from __future__ import annotations
 
+import re
+import warnings
 from dataclasses import dataclass
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from gaviz import checks, demo
+from gaviz import batch_layers, checks, demo
 from gaviz.trainer import AccumulationTrainer
 
 NORMALIZATIONS = {
@@ -82,9 +84,11 @@ def batch_dependence(
     for steps, batch in ((accumulation_steps, micro_batch_size), (1, len(x))):
         model = make_normalized_model(normalization, seed)
         before = [v.numpy().copy() for v in model.trainable_variables]
-        trainer = AccumulationTrainer(
-            model, keras.optimizers.SGD(learning_rate), "mse", accumulation_steps=steps
-        )
+        with warnings.catch_warnings():  # the difference it warns of is what this measures
+            warnings.filterwarnings("ignore", message=re.escape(batch_layers.WARNING_START))
+            trainer = AccumulationTrainer(
+                model, keras.optimizers.SGD(learning_rate), "mse", accumulation_steps=steps
+            )
         trainer.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(batch), verbose=0)
         step = np.concatenate(
             [(v.numpy() - b).ravel() for v, b in zip(model.trainable_variables, before)]

@@ -14,7 +14,7 @@ from typing import Callable, Iterable
 
 import tensorflow as tf
 
-from gaviz import _tensorflow, call_size, checks, compiling, feeds, fitting, rules, validation
+from gaviz import _tensorflow, batch_layers, call_size, checks, compiling, feeds, fitting, rules, validation
 from gaviz import window_loop
 from gaviz.history import History, Update
 from gaviz.micro_step import MicroStep, unpack
@@ -159,6 +159,8 @@ class AccumulationTrainer(tf.Module):
             self.windows_per_call, call_size.worker_count(self.strategy)
         )
         self.model, self.jit_compile = model, bool(jit_compile)
+        batch_layers.warn_batch_dependent(model, "k" if callable(accumulation_steps)
+                                          else self.accumulation_steps)
         self._compile(optimizer, loss, normalize, metrics, loss_weights)
         self.state = TrainerState(self.strategy)
         self._built, self._checked_spec = False, None

@@ -93,3 +93,26 @@ def test_per_sample_normalization_accumulates_exactly(normalization):
 def test_unknown_normalization():
     with pytest.raises(ValueError, match="`normalization` must be one of"):
         batch_dependence("instance")
+
+
+def test_a_trainer_for_a_model_with_batch_normalization_says_so_once_by_name():
+    import warnings
+
+    model = gaviz.batchnorm.make_normalized_model("batch")
+    bn = next(layer.name for layer in model.layers if "batch_normalization" in layer.name)
+    with pytest.warns(UserWarning, match=rf"BatchNormalization layers \({bn}\).*batch_dependence") as caught:
+        trainer = gaviz.AccumulationTrainer(model, keras.optimizers.SGD(0.1), "mse", 4)
+        x, y = gaviz.demo.make_data(64)
+        trainer.fit(x, y, batch_size=8, epochs=2, verbose=0)
+    assert len([w for w in caught if "BatchNormalization" in str(w.message)]) == 1
+    assert caught[0].filename == __file__  # it points at the line that made the trainer
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # none for k = 1, a frozen layer, or no such layer
+        gaviz.AccumulationTrainer(gaviz.batchnorm.make_normalized_model("batch"),
+                                  keras.optimizers.SGD(0.1), "mse", 1)
+        frozen = gaviz.batchnorm.make_normalized_model("batch")
+        frozen.layers[1].trainable = False
+        gaviz.AccumulationTrainer(frozen, keras.optimizers.SGD(0.1), "mse", 4)
+        gaviz.AccumulationTrainer(gaviz.batchnorm.make_normalized_model("layer"),
+                                  keras.optimizers.SGD(0.1), "mse", 4)
+        gaviz.batch_dependence("batch", accumulation_steps=2, micro_batch_size=4)

@@ -1,0 +1,44 @@
+"""Layers whose output for one sample depends on the other samples of its batch.
+
+Accumulation reproduces a big batch's gradient only when every sample's loss
+depends on that sample alone. A trainer made for a model with such a layer
+says so once, by name, at run time (see :mod:`gaviz.batchnorm` for why and
+for :func:`gaviz.batch_dependence`, which measures the difference).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import keras
+
+#: In training, these normalize with the statistics of the batch they are given.
+BATCH_DEPENDENT = (keras.layers.BatchNormalization,)
+
+
+def batch_dependent_layers(model) -> list[str]:
+    """The names of ``model``'s layers that see each micro-batch's statistics."""
+    return [layer.name for layer in model._flatten_layers()
+            if isinstance(layer, BATCH_DEPENDENT) and layer.trainable]
+
+
+#: The start of the warning (to filter it where the difference is the point).
+WARNING_START = "`model` has BatchNormalization layers"
+
+
+def warn_batch_dependent(model, accumulation_steps, stacklevel: int = 3) -> None:
+    """Warns if ``model`` has batch-dependent layers and windows hold more than
+    one micro-batch (nothing otherwise)."""
+    names = batch_dependent_layers(model)
+    if not names or accumulation_steps == 1:
+        return
+    warnings.warn(
+        f"{WARNING_START} ({', '.join(names)}): in training each "
+        "normalizes a micro-batch with that micro-batch's own mean and variance, not the "
+        f"effective batch's, and updates its moving statistics once per micro-batch, so "
+        f"the weights are not those of Model.fit on batches {accumulation_steps} times "
+        "larger. gaviz.batch_dependence measures the difference; LayerNormalization or "
+        "GroupNormalization accumulate exactly; a larger micro-batch narrows the gap.",
+        UserWarning,
+        stacklevel=stacklevel,
+    )
