@@ -29,11 +29,13 @@ def fit(trainer, feed, epochs, updates, callbacks, verbose, validation) -> Histo
     """
     verbose = checks.check_verbose(verbose)
     steps = _updates_per_epoch(trainer, feed, epochs.start)
+    history = History()  # Keras's History, as Model.fit adds it, with the updates too
     callback_list = keras.callbacks.CallbackList(
-        callbacks, add_history=True, add_progbar=verbose != 0, model=trainer.model,
-        verbose=verbose, epochs=epochs.stop - 1, steps=steps,
+        [*_as_list(callbacks), history], add_history=False, add_progbar=verbose != 0,
+        model=trainer.model, verbose=verbose, epochs=epochs.stop - 1, steps=steps,
     )
-    run = _Run(trainer, updates, callback_list, listening=bool(updates) or bool(callbacks))
+    run = _Run(trainer, updates, callback_list, history,
+               listening=bool(updates) or bool(callbacks))
     trainer.stop_training = False
     trainer.model._initial_epoch = None
     callback_list.on_train_begin()
@@ -53,8 +55,13 @@ def fit(trainer, feed, epochs, updates, callbacks, verbose, validation) -> Histo
         _end_after_error(callback_list, run.logs)
         raise
     callback_list.on_train_end(logs=run.logs)
-    run.history.history = callback_list._history.history
-    return run.history
+    return history
+
+
+def _as_list(callbacks) -> list:
+    if callbacks is None:
+        return []
+    return list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
 
 
 def _end_after_error(callback_list, logs):
@@ -74,11 +81,11 @@ def _end_after_error(callback_list, logs):
 class _Run:
     """One ``fit`` call's records, callbacks, and the size of its graph calls."""
 
-    def __init__(self, trainer, updates, callback_list, listening):
+    def __init__(self, trainer, updates, callback_list, history, listening):
         self.trainer = trainer
         self.updates = updates
         self.callbacks = callback_list
-        self.history = History()
+        self.history = history
         self.logs = None
         self.samples_seen = 0
         self.start = time.perf_counter()

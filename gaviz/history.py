@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+import keras
 
 
 @dataclass(frozen=True)
@@ -34,14 +36,22 @@ class Update:
     accumulation_steps: int = 0
 
 
-@dataclass
-class History:
-    """Per-update records of a run, with one list per field for plotting.
+class History(keras.callbacks.History):
+    """Keras's History of a run, plus one record per optimizer update.
 
-    ``history.loss[i]`` is the loss of update ``i + 1``'s effective batch.
+    As ``Model.fit``'s: ``history`` (each logged value per epoch), ``epoch``
+    (the epochs run, from 0), ``params`` and ``model``, filled in by ``fit``
+    as Keras's own callback. Per update: ``updates``, the :class:`Update`
+    records, and one list per field for plotting (``history.loss[i]`` is the
+    loss of update ``i + 1``'s effective batch; ``update_epochs[i]`` the epoch,
+    from 1, its window ended in). ``len(history)`` counts updates.
     """
 
-    updates: list[Update] = field(default_factory=list)
+    def __init__(self, updates: list[Update] | None = None):
+        super().__init__()
+        self.epoch: list[int] = []
+        self.params: dict = {}
+        self.updates: list[Update] = list(updates or [])
 
     def append(self, update: Update) -> None:
         self.updates.append(update)
@@ -49,12 +59,16 @@ class History:
     def __len__(self) -> int:
         return len(self.updates)
 
+    def __repr__(self) -> str:
+        return f"<gaviz History: {len(self.epoch)} epochs, {len(self.updates)} updates>"
+
     @property
     def loss(self) -> list[float]:
         return [u.loss for u in self.updates]
 
     @property
-    def epoch(self) -> list[int]:
+    def update_epochs(self) -> list[int]:
+        """The epoch (from 1) of each update."""
         return [u.epoch for u in self.updates]
 
     @property

@@ -89,7 +89,8 @@ def test_applied_windows_become_updates_and_batch_events():
     feed = ScriptedFeed([epoch, epoch])
     history = fit(trainer, feed, callbacks=[events], updates=[seen.append])
     assert [u.update for u in seen] == [1, 2, 3, 4, 5, 6]
-    assert history.epoch == [1, 1, 1, 2, 2, 2]
+    assert history.update_epochs == [1, 1, 1, 2, 2, 2]
+    assert history.epoch == [0, 1]  # Keras's: the epochs run, from 0
     assert history.effective_batch_size[:3] == [8, 8, 4]
     assert history.samples_seen[-1] == 40
     assert history.loss == [0.5] * 6

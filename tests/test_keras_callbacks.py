@@ -306,3 +306,23 @@ def test_tensorboard_writes_the_epoch_logs(tmp_path):
     np.testing.assert_allclose(written[("train", "epoch_mae")], history.history["mae"], rtol=1e-6)
     np.testing.assert_allclose(written[("validation", "epoch_loss")], history.history["val_loss"],
                                rtol=1e-6)
+
+
+def test_fit_returns_keras_history_of_the_same_run():
+    """history, epoch, params and model as Model.fit's History; the updates under their own name."""
+    model, trainer, reference = compiled_pair()
+    ours = trainer.fit(X, Y, batch_size=B, epochs=3, shuffle=False, verbose=0,
+                       validation_data=(X_VAL, Y_VAL))
+    theirs = reference.fit(X, Y, batch_size=K * B, epochs=3, shuffle=False, verbose=0,
+                           validation_data=(X_VAL, Y_VAL))
+    assert isinstance(ours, keras.callbacks.History)
+    assert ours.epoch == theirs.epoch == [0, 1, 2]
+    assert_same_history(ours.history, theirs.history)
+    assert ours.params == theirs.params
+    assert ours.model is model and model.history is ours
+    assert len(ours) == len(ours.updates) == 3 * 4  # 100 rows: 4 updates an epoch
+    assert ours.update_epochs == sorted(ours.update_epochs) and ours.update_epochs[-1] == 3
+    # Keras's resume idiom trains the epochs after the last one run.
+    resumed = trainer.fit(X, Y, batch_size=B, epochs=5, initial_epoch=ours.epoch[-1] + 1,
+                          shuffle=False, verbose=0)
+    assert resumed.epoch == [3, 4]

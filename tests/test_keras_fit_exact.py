@@ -48,10 +48,10 @@ def assert_update_losses_average_to_epoch_loss(history):
     """``history.loss`` (per update) averaged by window size is ``history.history["loss"]``."""
     losses = np.asarray(history.loss)
     sizes = np.asarray(history.effective_batch_size, dtype="float64")
-    epochs = np.asarray(history.epoch)
+    epochs = np.asarray(history.update_epochs)
     per_epoch = [
         np.sum(losses[epochs == e] * sizes[epochs == e]) / np.sum(sizes[epochs == e])
-        for e in sorted(set(history.epoch))
+        for e in sorted(set(history.update_epochs))
     ]
     np.testing.assert_allclose(per_epoch, history.history["loss"], rtol=1e-5)
 

@@ -33,7 +33,7 @@ def test_counters_count_updates_and_micro_steps(micro):
     assert int(trainer.micro_step.numpy()) == 26
     assert int(trainer.micro_steps_in_window.numpy()) == 0
     assert history.micro_steps == [4, 4, 4, 1] * 2
-    assert history.epoch == [1] * 4 + [2] * 4
+    assert history.update_epochs == [1] * 4 + [2] * 4
     assert history.samples_seen[-1] == 200
     assert trainer.effective_batch_size(8) == 32
 
