@@ -19,7 +19,7 @@ from gaviz.lesson_files import copy_lessons
 
 
 def _parser():
-    parser = argparse.ArgumentParser(prog="gaviz", description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="gaviz", description=__doc__.split("\n\n")[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"gaviz {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
