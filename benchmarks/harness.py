@@ -12,11 +12,12 @@ Timing method (the same for every benchmark):
 
 Each benchmark script writes one JSON file (see :func:`write_result`);
 ``report.py`` turns the files into ``results.md``, ``results.png`` and the
-README's benchmark section.
+README's headline table.
 """
 
 from __future__ import annotations
 
+import datetime
 import gc
 import json
 import os
@@ -75,6 +76,7 @@ def environment() -> dict:
     import tensorflow as tf
 
     return {
+        "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
         "python": platform.python_version(),

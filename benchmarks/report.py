@@ -1,10 +1,11 @@
-"""Turns the benchmarks' JSON results into results.md, results.png and the README's section.
+"""Turns the benchmarks' JSON results into results.md, results.png and the README's headlines.
 
     python benchmarks/report.py [--results benchmarks/results] [--md benchmarks/results.md]
                                 [--png benchmarks/results.png] [--readme README.md]
 
-The README's section lies between the two marker lines below; everything
-else in the README is left as it is.
+The README's section (a few headline targets, their date, versions and
+machine, and what was missed) lies between the two marker lines below;
+everything else in the README is left as it is.
 """
 
 from __future__ import annotations
@@ -17,6 +18,13 @@ import textwrap
 ORDER = ["dispatch", "compute", "memory", "scaling", "allreduce", "dashboard"]
 README_START = "<!-- benchmarks: start (written by benchmarks/report.py) -->"
 README_END = "<!-- benchmarks: end -->"
+# The README's headline targets: (benchmark, the start of the target's `what`).
+HEADLINES = [
+    ("dispatch", "Keras built-in at its best steps_per_execution / gaviz at its best"),
+    ("compute", "accumulation's extra time over the plain big batch"),
+    ("memory", "plain batch 256's peak / accumulation's"),
+    ("memory", "accumulation's extra peak over plain batch 32"),
+]
 
 
 def load(directory: str) -> list[dict]:
@@ -65,9 +73,16 @@ def target_line(t: dict) -> str:
 
 def environment_line(results: list[dict]) -> str:
     env = results[0]["environment"]
+    dates = sorted({r["environment"]["date"] for r in results})
     gpus = f", {env['gpus']} GPU" if env["gpus"] else ", no GPU"
-    return (f"TensorFlow {env['tensorflow']}, Keras {env['keras']}, Python {env['python']}, "
+    when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+    return (f"Measured {when} by `make bench`: "
+            f"TensorFlow {env['tensorflow']}, Keras {env['keras']}, Python {env['python']}, "
             f"{env['cpus']} CPU cores ({env['machine']}){gpus}.")
+
+
+def benchmark_name(result: dict) -> str:
+    return result["title"].split(":")[0]
 
 
 def markdown(results: list[dict], heading: str = "##") -> str:
@@ -78,7 +93,7 @@ def markdown(results: list[dict], heading: str = "##") -> str:
         for t in result.get("targets", []):
             sign = ">=" if t["at_least"] else "<="
             lines.append(
-                f"| {result['title'].split(':')[0]} | {t['what']} {sign} {t['limit']:g}"
+                f"| {benchmark_name(result)} | {t['what']} {sign} {t['limit']:g}"
                 f"{t['unit']} | {t['measured']:.2f}{t['unit']} | "
                 f"{'yes' if t['met'] else '**no**'} |"
             )
@@ -181,9 +196,30 @@ def update_readme(path: str, section: str):
         handle.write(head + README_START + "\n" + section + README_END + tail)
 
 
+def headline(result: dict, what: str) -> dict:
+    found = [t for t in result.get("targets", []) if t["what"].startswith(what)]
+    if len(found) != 1:
+        raise KeyError(f"{result['name']} has {len(found)} targets starting {what!r}: "
+                       "update report.HEADLINES")
+    return found[0]
+
+
 def readme_section(results: list[dict]) -> str:
-    return ("![benchmark plots](benchmarks/results.png)\n\n"
-            + markdown(results, heading="###"))
+    """A few headline targets, the run's date and machine, and every missed target."""
+    by_name = {r["name"]: r for r in results}
+    lines = [environment_line(results), "",
+             "| benchmark | what | measured | target |", "| :--- | :--- | ---: | ---: |"]
+    for name, what in HEADLINES:
+        t = headline(by_name[name], what)
+        sign = ">=" if t["at_least"] else "<="
+        lines.append(f"| {benchmark_name(by_name[name])} | {t['what']} | "
+                     f"{t['measured']:.2f}{t['unit']} | {sign} {t['limit']:g}{t['unit']} |")
+    targets = [t for r in results for t in r.get("targets", [])]
+    missed = [target_line(t).removesuffix(": **missed**") for t in targets if not t["met"]]
+    lines += ["", f"{len(targets) - len(missed)} of {len(targets)} targets met"
+              + (f"; missed: {'; '.join(missed)}." if missed else ".")
+              + " Every table, the method and the plots: [benchmarks/results.md](benchmarks/results.md)."]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None):

@@ -15,75 +15,67 @@ Public API:
     dashboard, Dashboard, LivePlot: live widgets for notebooks.
     plot_histories: effective-batch loss curves from histories.
     demo: the built-in synthetic data set and model.
+    copy_lessons: copy the course's notebooks and solutions into a folder.
 
-The widgets (ipywidgets) and plotting (matplotlib) are imported when first
-used, so ``import gaviz`` costs only TensorFlow and Keras.
+``import gaviz`` loads nothing heavy and touches no file descriptor: it checks
+that a TensorFlow is installed, and each public name is imported when first
+used (PEP 562), TensorFlow with it, as ``import tensorflow`` would (its
+start-up log included; ``import gaviz.quiet`` first keeps that log off
+stderr: see gaviz/quiet.py).
 """
 
 import importlib
 
-from gaviz import _tensorflow  # noqa: F401  first: checks TensorFlow, loads it quietly
-from gaviz import demo, pitfalls, rules
-from gaviz.batchnorm import batch_dependence
-from gaviz.compare import compare_steps
-from gaviz.diagnosis import Diagnosis, SubjectError, diagnose
-from gaviz.history import History, NonFiniteUpdate, Update
-from gaviz.measure import Comparison, compare_with_exact
-from gaviz.memory import MemoryReport, measure_peak_memory
-from gaviz.pitfalls import PITFALLS
-from gaviz.rules import Rule
-from gaviz.runs import RunPlan, RunResult
-from gaviz.trainer import AccumulationTrainer
+from gaviz import _tensorflow
+from gaviz._version import __version__  # from the package metadata
 
-#: Public names whose modules import ipywidgets or matplotlib: loaded on first use.
-_LAZY = {
+_tensorflow.check_installed()
+
+#: Each public name and the module it lives in ("" when it is that module itself).
+_PUBLIC = {
+    "AccumulationTrainer": "gaviz.trainer",
+    "batch_dependence": "gaviz.batchnorm",
+    "compare_steps": "gaviz.compare",
+    "Diagnosis": "gaviz.diagnosis",
+    "SubjectError": "gaviz.diagnosis",
+    "diagnose": "gaviz.diagnosis",
+    "History": "gaviz.history",
+    "NonFiniteUpdate": "gaviz.history",
+    "Update": "gaviz.history",
+    "Comparison": "gaviz.measure",
+    "compare_with_exact": "gaviz.measure",
+    "MemoryReport": "gaviz.memory",
+    "measure_peak_memory": "gaviz.memory",
+    "PITFALLS": "gaviz.pitfalls",
+    "Rule": "gaviz.rules",
+    "RunPlan": "gaviz.runs",
+    "RunResult": "gaviz.runs",
     "dashboard": "gaviz.widgets",
     "Dashboard": "gaviz.widgets",
     "LivePlot": "gaviz.widgets",
     "plot_histories": "gaviz.plotting",
+    "demo": "",
+    "pitfalls": "",
+    "rules": "",
+    "copy_lessons": "gaviz.lesson_files",
 }
-
-#: ``gaviz.Run``, the old name of a comparison's run.
-Run = RunResult
+#: Public names that need no TensorFlow.
+_WITHOUT_TENSORFLOW = {"copy_lessons"}
 
 
 def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'gaviz' has no attribute {name!r}")
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'gaviz' has no attribute {name!r}")
+    if name not in _WITHOUT_TENSORFLOW:
+        _tensorflow.import_tensorflow()  # checks the version first, with a helpful message
+    module = importlib.import_module(_PUBLIC[name] or f"gaviz.{name}")
+    value = module if not _PUBLIC[name] else getattr(module, name)
+    globals()[name] = value
+    return value
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_PUBLIC))
 
 
-__all__ = [
-    "PITFALLS",
-    "AccumulationTrainer",
-    "Comparison",
-    "compare_with_exact",
-    "diagnose",
-    "Diagnosis",
-    "SubjectError",
-    "MemoryReport",
-    "measure_peak_memory",
-    "NonFiniteUpdate",
-    "pitfalls",
-    "History",
-    "Rule",
-    "rules",
-    "Run",
-    "RunPlan",
-    "RunResult",
-    "batch_dependence",
-    "Update",
-    "compare_steps",
-    "dashboard",
-    "Dashboard",
-    "LivePlot",
-    "demo",
-    "plot_histories",
-]
-from gaviz._version import __version__  # noqa: E402  from the package metadata
+__all__ = sorted(_PUBLIC, key=str.lower)

@@ -1,15 +1,33 @@
-"""Command line: ``python -m gaviz compare --steps 1 2 4 8 --out curves.png``."""
+"""gaviz's command line (``gaviz``, or ``python -m gaviz``).
+
+    gaviz lessons DIR [--force]                     copy the course into DIR; then jupyter lab DIR
+    gaviz compare --steps 1 2 4 8 --out curves.png  train the demo at several step counts, plot
+
+The command line starts TensorFlow quietly (gaviz/quiet.py): on success its
+stderr is empty.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
+
+from gaviz import __version__
+from gaviz.lesson_files import copy_lessons
 
 
 def _parser():
-    parser = argparse.ArgumentParser(prog="python -m gaviz", description=__doc__)
+    parser = argparse.ArgumentParser(prog="gaviz", description=__doc__.split("\n\n")[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"gaviz {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    lessons = commands.add_parser(
+        "lessons", help="copy the lessons and their solutions into a folder, for `jupyter lab`")
+    lessons.add_argument("directory", help="folder to copy the course into (made if missing)")
+    lessons.add_argument("--force", action="store_true",
+                         help="overwrite lesson files already in the folder")
     compare = commands.add_parser(
         "compare",
         help="train the demo model at several accumulation step counts and plot the curves",
@@ -29,7 +47,16 @@ def _parser():
     return parser
 
 
+def lessons_command(args) -> str:
+    written = copy_lessons(args.directory, force=args.force)
+    notebooks = sum(path.suffix == ".ipynb" for path in written)
+    solutions = sum(path.parent.name == "solutions" for path in written)
+    return (f"copied {notebooks} lessons and {solutions} solutions into {args.directory}\n"
+            f"open them with: jupyter lab {shlex.quote(str(args.directory))}")
+
+
 def compare_command(args) -> str:
+    import gaviz.quiet  # noqa: F401  before matplotlib and Keras: TensorFlow without its log
     import matplotlib
 
     matplotlib.use("Agg")
@@ -60,12 +87,15 @@ def compare_command(args) -> str:
     return f"{tables}\n\nwrote {args.out}"
 
 
+COMMANDS = {"lessons": lessons_command, "compare": compare_command}
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's later C++ log: errors only
     try:
-        print(compare_command(args))
-    except (ValueError, TypeError) as error:
+        print(COMMANDS[args.command](args))
+    except (ValueError, TypeError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0

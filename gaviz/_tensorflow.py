@@ -1,4 +1,4 @@
-"""TensorFlow for gaviz: checked once at import, and loaded without its start-up log.
+"""TensorFlow for gaviz: checked when first needed, and loaded quietly on request.
 
 gaviz needs TensorFlow but does not pick its distribution: ``tensorflow`` (CPU,
 and GPU on Linux with ``tensorflow[and-cuda]``), ``tensorflow-cpu`` and vendor
@@ -6,18 +6,24 @@ builds all install the same ``tensorflow`` package, and requiring one of them
 would make pip install a second copy next to any other (TensorFlow Probability
 and TensorFlow Datasets check at import time for the same reason). The extras
 ``gaviz[tensorflow]``, ``gaviz[and-cuda]`` and ``gaviz[tensorflow-cpu]`` install
-one.
+one. ``import gaviz`` checks only that one is installed (``check_installed``);
+the first public name that needs TensorFlow imports it and checks its version
+(``import_tensorflow``).
 
 Importing TensorFlow prints its native start-up log to the process's stderr
 (file descriptor 2), most of it before its logging is initialized, so
 ``TF_CPP_MIN_LOG_LEVEL`` cannot hide it: a notebook shows it as a red error
-box. While gaviz imports TensorFlow and lists its devices, descriptor 2 goes
-to a temporary file; afterwards every line of it is written back to stderr
-except TensorFlow's informational (``I``) records and the harmless messages
-of ``_KNOWN_NOISE``. Warnings, errors and Python's own output still show.
-The trainer's first forward pass is filtered the same way (a model's first
-float16 op logs a kernel fallback as an error on some CPUs). ``native_log``
-keeps all of it.
+box. A library should not redirect its user's file descriptors unasked, so
+gaviz filters that log only after a quiet start was asked for (``import
+gaviz.quiet``, as the lessons' first cells and the command line do, before
+anything imports TensorFlow). Then, while TensorFlow loads and lists its
+devices, descriptor 2 goes to a temporary file; afterwards every line of it
+is written back to stderr except TensorFlow's informational (``I``) records
+and the harmless messages of ``_KNOWN_NOISE``. Warnings, errors and Python's
+own output still show. The trainer's first forward pass is filtered the same
+way (a model's first float16 op logs a kernel fallback as an error on some
+CPUs). ``native_log`` keeps all of it. Without a quiet start, gaviz touches
+no file descriptor and TensorFlow prints what ``import tensorflow`` prints.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import os
 import re
 import sys
 import tempfile
+import warnings
 
 MINIMUM_VERSION = (2, 16)  # the first TensorFlow with Keras 3
 
@@ -65,6 +72,7 @@ _CUINIT_FAILED = "failed call to cuInit"
 _RECORD = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [^\]]*\] ")
 
 native_log = ""  # everything TensorFlow printed while gaviz filtered its log (see above)
+quiet_start_requested = False  # set by ``import gaviz.quiet``: filter the native log
 
 
 def filter_native_log(text: str) -> str:
@@ -126,8 +134,12 @@ def native_log_filtered():
 
     Used while TensorFlow loads, and around the trainer's first forward pass
     (where a model's first float16 op runs). All of it is kept in ``native_log``.
+    Does nothing unless a quiet start was asked for (``quiet_start``).
     """
     global native_log
+    if not quiet_start_requested:
+        yield
+        return
     try:
         saved = os.dup(2)
     except OSError:  # no stderr at all: nothing to keep clean
@@ -164,25 +176,32 @@ def _version_tuple(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def check_installed():
+    """Raises ImportError, saying how to install one, when no TensorFlow is installed."""
+    if importlib.util.find_spec("tensorflow") is None:
+        raise ImportError(
+            "gaviz needs TensorFlow, and no TensorFlow is installed. "
+            + INSTALL_HELP.format(minimum=".".join(map(str, MINIMUM_VERSION)))
+        )
+
+
 def import_tensorflow():
-    """Imports TensorFlow quietly and checks its version; returns the module.
+    """Imports TensorFlow (quietly after ``quiet_start``) and checks its version; returns it.
 
     Raises:
         ImportError: TensorFlow is not installed, or older than
             ``MINIMUM_VERSION``; the message says how to install it.
     """
-    minimum = ".".join(map(str, MINIMUM_VERSION))
-    if importlib.util.find_spec("tensorflow") is None:
-        raise ImportError(
-            "gaviz needs TensorFlow, and no TensorFlow is installed. "
-            + INSTALL_HELP.format(minimum=minimum)
-        )
+    check_installed()
+    loaded = "tensorflow" in sys.modules
     with native_log_filtered():
         tf = importlib.import_module("tensorflow")
-        # Finding the devices loads the CUDA plugin, which logs too. Only the
-        # physical devices: the logical ones can still be configured after this.
-        tf.config.list_physical_devices()
+        if quiet_start_requested and not loaded:
+            # Finding the devices loads the CUDA plugin, which logs too. Only the
+            # physical devices: the logical ones can still be configured after this.
+            tf.config.list_physical_devices()
     if _version_tuple(tf.__version__) < MINIMUM_VERSION:
+        minimum = ".".join(map(str, MINIMUM_VERSION))
         raise ImportError(
             f"gaviz needs TensorFlow >= {minimum} (for Keras 3). "
             f"Received: TensorFlow {tf.__version__}. " + INSTALL_HELP.format(minimum=minimum)
@@ -190,4 +209,18 @@ def import_tensorflow():
     return tf
 
 
-import_tensorflow()
+def quiet_start():
+    """Filters TensorFlow's native log from now on, and loads TensorFlow so.
+
+    What ``import gaviz.quiet`` runs. Too late once TensorFlow is loaded: its
+    start-up log is out, and a warning says so.
+    """
+    global quiet_start_requested
+    quiet_start_requested = True
+    if "tensorflow" in sys.modules:
+        warnings.warn(
+            "gaviz.quiet was imported after TensorFlow, whose start-up log is already printed: "
+            "import gaviz.quiet before TensorFlow or Keras to keep it off stderr.",
+            stacklevel=3,
+        )
+    return import_tensorflow()

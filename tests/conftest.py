@@ -2,6 +2,10 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# As the lessons start: TensorFlow loaded with its start-up log filtered, before any
+# test module imports it (the README's examples, run here too, begin so).
+import gaviz.quiet  # noqa: E402,F401
+
 import numpy as np
 import pytest
 

@@ -46,7 +46,7 @@ def test_target_compares_in_the_stated_direction():
 
 def fake_results(directory: Path):
     """One result per benchmark, as the scripts write them, with made-up figures."""
-    env = {"tensorflow": "2.x", "keras": "3.x", "python": "3.11", "cpus": 2,
+    env = {"date": "2026-01-02", "tensorflow": "2.x", "keras": "3.x", "python": "3.11", "cpus": 2,
            "machine": "x86_64", "gpus": 0}
     plots = {
         "dispatch": {"labels": ["gaviz", "Keras built-in"], "ms": [50.0, 180.0]},
@@ -65,7 +65,8 @@ def fake_results(directory: Path):
             "columns": ["trainer", "median epoch (ms)", "time / gaviz"],
             "rows": [["gaviz", 50.0, 1.0], ["other", 180.0, 3.6]],
             "environment": env, "plot": plots[name],
-            "targets": [harness.target(f"{name} ratio", 3.6, 4.0, "x", at_least=True)],
+            "targets": [harness.target(what, 3.6, 4.0, "x", at_least=True)
+                        for what in [w for n, w in report.HEADLINES if n == name] or [f"{name} ratio"]],
             "notes": [f"a note on {name}"],
         }
         (directory / f"{name}.json").write_text(json.dumps(result))
@@ -86,7 +87,14 @@ def test_report_writes_tables_plots_and_only_the_readme_section(tmp_path):
     assert (tmp_path / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = readme.read_text()
     assert text.startswith("# Title\n\nbefore\n\n") and text.endswith("\nafter\n")
-    assert "old" not in text and "![benchmark plots](benchmarks/results.png)" in text
+    assert "old" not in text
+    section = text.split(report.README_START)[1].split(report.README_END)[0]
+    assert "Measured 2026-01-02 by `make bench`: TensorFlow 2.x, Keras 3.x" in section
+    for name, what in report.HEADLINES:
+        assert f"| {what} | 3.60x | >= 4x |" in section
+    targets = len(report.HEADLINES) + 3  # scaling, allreduce and dashboard: one each
+    assert f"0 of {targets} targets met; missed: " in section
+    assert "[benchmarks/results.md](benchmarks/results.md)" in section
 
 
 def test_report_names_missing_results(tmp_path):

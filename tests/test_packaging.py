@@ -116,3 +116,11 @@ def test_binder_runs_post_build():
     post_build = ROOT / "binder" / "postBuild"
     assert os.access(post_build, os.X_OK), "repo2docker runs binder/postBuild only if it is executable"
     assert "binder/postBuild $(VENV_BINDER)/bin/python" in (ROOT / "Makefile").read_text()
+
+
+def test_every_public_name_resolves_and_the_old_alias_is_gone():
+    """Public names are loaded on first use (gaviz/__init__.py): each one in __all__ loads."""
+    for name in gaviz.__all__:
+        assert getattr(gaviz, name) is not None, name
+    assert set(gaviz.__all__) <= set(dir(gaviz))
+    assert not hasattr(gaviz, "Run")  # the old name of gaviz.RunResult

@@ -1,32 +1,49 @@
-"""The README's example runs as printed."""
+"""The README's examples run as printed: each in a fresh process, nothing on stderr, and
+what it prints is what the README shows (tests/readme_examples.py; tests/test_wheel.py
+runs them again from an installed wheel)."""
 
 import pathlib
-import re
+import sys
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+import pytest
 
+import readme_examples
+from readme_examples import Example, differences, examples
 
-def test_readme_example_runs(capsys):
-    text = README.read_text()
-    match = re.search(r"<!-- readme-example.*?-->\s*```python\n(.*?)```", text, re.S)
-    assert match, "README lost its example block"
-    code = match.group(1)
-    assert len(code.strip().splitlines()) <= 10
-    exec(compile(code, "README.md", "exec"), {})
-    updates, iterations, loss = capsys.readouterr().out.split()
-    assert int(updates) == int(iterations) == 2 * 16
-    assert 0 < float(loss) < 2.0
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def test_readme_keras_example_runs(capsys):
-    """The "Use it in your own training" block runs: Keras's logs, progress bar and evaluate."""
-    text = README.read_text()
-    match = re.search(r"<!-- readme-keras-example.*?-->\s*```python\n(.*?)```", text, re.S)
-    assert match, "README lost its Keras example block"
-    exec(compile(match.group(1), "README.md", "exec"), {})
-    out = capsys.readouterr().out
-    assert "Epoch 1/3" in out and "8/8" in out  # 2048 / 256 = 8 updates per epoch
-    history_line, evaluate_line = out.strip().splitlines()[-2:]
-    val_mae = eval(history_line)
-    assert 1 <= len(val_mae) <= 3 and all(0 < v < 2 for v in val_mae)
-    assert set(eval(evaluate_line)) == {"loss", "mae"}
+def test_the_readme_is_a_front_page():
+    assert len((ROOT / "README.md").read_bytes()) <= 12 * 1024
+    assert sorted(examples()) == ["diagnose", "readme", "readme-keras"]
+
+
+def test_the_first_example_is_ten_lines():
+    assert len(examples()["readme"].code.strip().splitlines()) <= 10
+
+
+@pytest.mark.parametrize("name", ["readme", "readme-keras", "diagnose"])
+def test_example_prints_what_the_readme_shows(name):
+    example = examples()[name]
+    readme_examples.check(example, readme_examples.run(example, sys.executable, ROOT))
+
+
+def test_the_first_example_says_what_it_trained():
+    """32 updates: 4096 samples in micro-batches of 32, 8 per update, for 2 epochs."""
+    assert examples()["readme"].shown.startswith(f"{4096 // (32 * 8) * 2} updates, loss ")
+
+
+def test_printed_numbers_may_differ_only_by_rounding():
+    shown = "32 updates, loss 2.72 -> 1.33\n{'loss': 1.8429629802703857}\n"
+    assert differences(shown, "32 updates, loss 2.7201 -> 1.3300\n{'loss': 1.84296}\n") == []
+    for wrong in ("31 updates, loss 2.72 -> 1.33\n{'loss': 1.8429629802703857}\n",  # an integer
+                  "32 updates, loss 2.72 -> 1.53\n{'loss': 1.8429629802703857}\n",  # 15% off
+                  "32 updates, loss 2.72 -> 1.33\n{'mae': 1.8429629802703857}\n",   # the text
+                  "32 updates, loss 2.72 -> 1.33\n"):                               # a line
+        assert differences(shown, wrong), wrong
+
+
+def test_examples_are_found_by_their_markers():
+    text = ("<!-- a-example: x -->\n```python\nprint(1)\n```\n```text\n1\n```\n"
+            "```python\nprint(2)\n```\n")  # unmarked: not an example
+    assert examples(text) == {"a": Example("a", "print(1)\n", "1\n")}
