@@ -98,6 +98,9 @@ def lesson_names():
 @pytest.mark.parametrize("name", lesson_names())
 def test_a_lesson_page_shows_its_figures(page, served, name):
     rendered = nbformat.read(RENDERED_LESSONS / f"{name}.ipynb", as_version=4)
+    code = [cell for cell in rendered.cells if cell.cell_type == "code"]
+    not_run = [number for number, cell in enumerate(code, start=1) if cell.execution_count is None]
+    assert not not_run, f"{name}: the site shows code cells {not_run} unexecuted"
     page.goto(f"{served}/lessons/{name}.html", wait_until="load")
     images = page.locator(".cell_output img")
     loaded = images.evaluate_all("imgs => imgs.map(i => i.complete && i.naturalWidth > 0)")
