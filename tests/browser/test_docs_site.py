@@ -10,8 +10,8 @@ leads to a file of the site, and every #fragment to an element of that page.
 The site shows the lessons as `make binder-check` executed them, and `make
 test` runs before that: so these tests run on a built site named by
 GAVIZ_DOCS_SITE, which `make docs-check` sets (as .ci/run does, after
-binder-check), and are skipped without it. The lesson_runner test at the end
-runs everywhere.
+binder-check), and are skipped without it. The tests at the end (the link
+checker itself, and what lesson_runner saves for the site) run everywhere.
 """
 
 import functools
