@@ -11,7 +11,7 @@ VENV_BINDER := .venv-binder
 # tensorflow (default), and-cuda (NVIDIA GPUs on Linux) or tensorflow-cpu.
 TF_EXTRA ?= tensorflow
 
-.PHONY: lab test demo bench binder-check clean
+.PHONY: lab test demo bench binder-check docs docs-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,7 +52,36 @@ binder-check:
 	$(VENV_BINDER)/bin/python -m pip install --quiet -r binder/requirements.txt
 	$(VENV_BINDER)/bin/python tests/one_tensorflow.py
 	binder/postBuild $(VENV_BINDER)/bin/python
-	$(VENV_BINDER)/bin/python tests/lesson_runner.py
+	$(VENV_BINDER)/bin/python tests/lesson_runner.py --save $(EXECUTED_LESSONS)
+
+# The documentation site (Sphinx, myst-nb, the book theme: CONTRIBUTING.md says why),
+# written to build/docs/html, rebuilt whole with warnings as errors (-W), every
+# reference inside the project checked (-n). The lessons are shown as
+# tests/lesson_runner.py executed them: `make binder-check` saves each to
+# build/executed-lessons/, and here only a lesson whose copy is missing or older
+# than the lesson or the package is executed again.
+STAMP_DOCS := $(VENV)/.installed-docs
+DOCS_HTML := build/docs/html
+EXECUTED_LESSONS := build/executed-lessons
+EXECUTED := $(patsubst lessons/%,$(EXECUTED_LESSONS)/%,$(wildcard lessons/[0-9][0-9]_*.ipynb))
+LESSON_INPUTS := $(shell find gaviz lessons/solutions -name '*.py')
+
+$(STAMP_DOCS): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[$(TF_EXTRA),docs]"
+	touch $@
+
+$(EXECUTED_LESSONS)/%.ipynb: lessons/%.ipynb $(LESSON_INPUTS) | $(STAMP_DOCS)
+	$(BIN)/python tests/lesson_runner.py --save $(EXECUTED_LESSONS) $<
+
+docs: $(STAMP_DOCS) $(EXECUTED)
+	rm -rf build/docs
+	GAVIZ_EXECUTED_LESSONS=$(EXECUTED_LESSONS) $(BIN)/python -m sphinx -W --keep-going -n -q \
+		-b html -d build/docs/doctrees docs $(DOCS_HTML)
+	@echo "The site: $(DOCS_HTML)/index.html"
+
+# The built site in Chromium: a lesson's figures, the API page, every internal link.
+docs-check: docs $(STAMP_TEST)
+	GAVIZ_DOCS_SITE=$(DOCS_HTML) $(BIN)/python -m pytest tests/browser/test_docs_site.py
 
 clean:
 	rm -rf $(VENV) $(VENV_BINDER) *.egg-info .pytest_cache

@@ -2,11 +2,17 @@
 JupyterLab would: used by the tests and by `make binder-check` (which has no
 pytest).
 
-    python tests/lesson_runner.py [lessons/NN_topic.ipynb ...]
+    python tests/lesson_runner.py [--save DIR] [lessons/NN_topic.ipynb ...]
+
+With --save (or GAVIZ_EXECUTED_LESSONS set to a folder), each lesson that ran
+without a fault is also written there with its outputs, as DIR/NN_topic.ipynb:
+the documentation site renders those copies instead of running the lessons
+again (`make docs`; see CONTRIBUTING.md).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import pathlib
 import sys
@@ -17,6 +23,8 @@ import nbformat
 from nbclient import NotebookClient
 
 LESSONS = pathlib.Path(__file__).resolve().parents[1] / "lessons"
+#: The folder `make binder-check` and `make docs` save executed lessons to, when set.
+SAVE_ENV = "GAVIZ_EXECUTED_LESSONS"
 MEMORY_LIMIT_MIB = 1536  # Binder gives 1-2 GB: a lesson's kernel peaks below this
 # The kernel's own peak resident memory, in KiB. Linux's VmHWM counts only the
 # program the kernel runs; getrusage's ru_maxrss would also count the process it
@@ -90,8 +98,15 @@ def red_outputs(notebook):
     return red
 
 
-def run_lesson(path, timeout=240):
-    """Executes a copy of the notebook in a newcomer's kernel; returns a LessonRun."""
+def run_lesson(path, timeout=240, executed=None):
+    """Executes a copy of the notebook in a newcomer's kernel; returns a LessonRun.
+
+    Args:
+        path: the lesson's notebook; it is read, never written.
+        timeout: seconds any one cell may run.
+        executed: a list that receives the executed notebook (the memory probe's
+            cell removed), for a caller that saves it; None keeps nothing.
+    """
     notebook = nbformat.read(path, as_version=4)
     notebook.cells.append(nbformat.v4.new_code_cell(PEAK_PROBE))
     client = NotebookClient(
@@ -102,23 +117,47 @@ def run_lesson(path, timeout=240):
     client.execute(env=newcomer_env())
     seconds = time.perf_counter() - start
     text = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
+    if executed is not None:
+        notebook.cells.pop()  # the probe is the runner's, not the lesson's
+        executed.append(notebook)
     return LessonRun(seconds, peak_mib(text), red_outputs(notebook))
 
 
-def main(paths):
-    paths = [pathlib.Path(p) for p in paths] or lesson_paths()
+def save_executed(notebook, path, folder):
+    """Writes an executed lesson as folder/<the lesson's file name>, atomically:
+    a run interrupted midway leaves no half-written copy for `make docs` to take."""
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / pathlib.Path(path).name
+    partial = target.with_suffix(".partial")
+    nbformat.write(notebook, partial)
+    partial.replace(target)
+    return target
+
+
+def main(arguments):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="*", help="lessons to run (default: every lesson)")
+    parser.add_argument("--save", metavar="DIR", default=os.environ.get(SAVE_ENV),
+                        help=f"write each passing lesson, executed, to DIR (default: ${SAVE_ENV})")
+    options = parser.parse_args(arguments)
+    paths = [pathlib.Path(p) for p in options.paths] or lesson_paths()
     failed = 0
     for path in paths:
+        executed, found = [], ["not run"]
         try:
-            run = run_lesson(path)
+            run = run_lesson(path, executed=executed)
             print(f"{path.name}: {run.seconds:.1f} s, peak {run.peak_mib:.0f} MiB", flush=True)
             found = faults(path.name, run)
-            failed += bool(found)
             for fault in found:
                 print(f"FAILED {fault}", flush=True)
         except Exception as error:  # noqa: BLE001 - report every lesson, then fail
-            failed += 1
             print(f"{path.name}: FAILED {type(error).__name__}: {str(error)[:2000]}", flush=True)
+        failed += bool(found)
+        if options.save and found:  # the site shows no failing lesson, nor an older copy
+            (pathlib.Path(options.save) / path.name).unlink(missing_ok=True)
+        elif options.save:
+            save_executed(executed[0], path, options.save)
     print(f"{len(paths) - failed} passed, {failed} failed")
     return 1 if failed else 0
 
