@@ -1,10 +1,13 @@
 """gaviz.course.gpu on this CPU-only machine: the stand-in path of lesson 10's GPU section."""
 
-import keras
+import os
+import subprocess
+import sys
+
 import pytest
-import tensorflow as tf
 
 from gaviz.course import gpu
+from gaviz.memory import CPU_ALLOCATOR_STATS_ENV
 
 
 def test_without_a_gpu_the_device_is_the_cpu_and_its_memory_unknown():
@@ -12,16 +15,30 @@ def test_without_a_gpu_the_device_is_the_cpu_and_its_memory_unknown():
     assert gpu.device_memory_bytes("CPU:0") is None
 
 
-def test_bytes_per_sample_grows_with_the_width():
-    def step_of(width):
-        def step(batch_size):
-            model = keras.Sequential([keras.Input((width,)), keras.layers.Dense(width),
-                                      keras.layers.Dense(1)])
-            model.compile(keras.optimizers.SGD(0.01), "mse")
-            model.train_on_batch(tf.random.normal((batch_size, width)), tf.zeros((batch_size, 1)))
-        return step
+BYTES_PER_SAMPLE = """
+import keras
+import tensorflow as tf
+from gaviz.course import gpu
 
-    narrow, wide = (gpu.bytes_per_sample(step_of(w), "CPU:0") for w in (64, 512))
+def step_of(width):
+    def step(batch_size):
+        model = keras.Sequential([keras.Input((width,)), keras.layers.Dense(width),
+                                  keras.layers.Dense(1)])
+        model.compile(keras.optimizers.SGD(0.01), "mse")
+        model.train_on_batch(tf.random.normal((batch_size, width)), tf.zeros((batch_size, 1)))
+    return step
+
+print(*(gpu.bytes_per_sample(step_of(w), "CPU:0") for w in (64, 512)))
+"""
+
+
+def test_bytes_per_sample_grows_with_the_width():
+    """In a process that asks for the CPU allocator's statistics, as lesson 10's first cell does."""
+    env = {**os.environ, **CPU_ALLOCATOR_STATS_ENV}
+    done = subprocess.run([sys.executable, "-c", BYTES_PER_SAMPLE], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    narrow, wide = map(float, done.stdout.split()[-2:])
     # Each sample holds its input and activations (4 bytes a number): at least width x 4 bytes.
     assert narrow >= 64 * 4 and wide >= 512 * 4
     assert wide > 4 * narrow
