@@ -125,8 +125,24 @@ class ProseAttributeDocstrings:
             lines[:] = self.written.pop(name)
 
 
+GALLERY_TABLE = DOCS / "guide" / "gallery_table.inc"
+
+
+def write_gallery_table(app):
+    """The pitfalls page's table, from the gallery's records (gaviz.pitfalls.GALLERY):
+    the one place a pitfall is described."""
+    from gaviz import pitfalls
+
+    rows = ["| name | the mistake | how it shows (tested) | lesson |", "| --- | --- | --- | --- |"]
+    for p in pitfalls.GALLERY:
+        lesson = f"[{p.lesson[:2]}](../lessons/{p.lesson}.ipynb)"
+        rows.append(f"| `{p.name}` | {p.summary} | {p.detect} | {lesson} |")
+    GALLERY_TABLE.write_text("\n".join(rows) + "\n")
+
+
 def setup(app):
     app.connect("builder-inited", copy_executed_lessons)
+    app.connect("builder-inited", write_gallery_table)
     prose = ProseAttributeDocstrings()
     app.connect("autodoc-process-docstring", prose.before_napoleon, priority=400)
     app.connect("autodoc-process-docstring", prose.after_napoleon, priority=600)
