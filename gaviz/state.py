@@ -57,6 +57,11 @@ class TrainerState(tf.Module):
                 for v in variables
             ]
 
+    def forget_window_variables(self) -> None:
+        """Drops the carried window's accumulators (the variables they were made
+        for changed): :meth:`build` makes new ones."""
+        self.accumulators = []
+
     @property
     def carries(self) -> bool:
         return bool(self.accumulators)

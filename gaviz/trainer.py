@@ -163,7 +163,7 @@ class AccumulationTrainer(tf.Module):
                                           else self.accumulation_steps)
         self._compile(optimizer, loss, normalize, metrics, loss_weights)
         self.state = TrainerState(self.strategy)
-        self._built, self._checked_spec = False, None
+        self._built, self._checked_spec, self._trained = False, None, []
         if model.built and model.trainable_variables:
             self._build()
         self.window_loop = self._window_loop()
@@ -193,9 +193,10 @@ class AccumulationTrainer(tf.Module):
             self.model._compile_loss, getattr(self.model, "output_names", None), normalize
         )
 
-    def _build(self):
-        """Creates optimizer slots, and the carried window's sums if needed."""
-        if int(self.state.micro_step.numpy()) > 0:
+    def _build(self, after_restore: bool = True):
+        """Creates optimizer slots, and the carried window's sums if needed
+        (``after_restore``: first check that no checkpoint was restored before)."""
+        if after_restore and int(self.state.micro_step.numpy()) > 0:
             # Counters exist from the start, so a checkpoint restored them;
             # the model's weights, optimizer slots and a carried window did
             # not exist then, and Keras does not restore them later.
@@ -212,7 +213,41 @@ class AccumulationTrainer(tf.Module):
         self.state.build(variables, carry=carry)
         with self.strategy.scope():
             self.optimizer.build(variables)
-        self._built = True
+        self._built, self._trained = True, [id(v) for v in variables]
+
+    def _follow_compile(self):
+        """After ``model.compile``, trains what ``Model.fit`` would: the optimizer,
+        loss and metrics compile was given, and the trainable variables then.
+
+        Raises:
+            ValueError: the trainable variables changed without a new
+                ``compile`` (Model.fit would keep training the old ones), or a
+                window carried into the next epoch is open.
+        """
+        model = self.model
+        recompiled = (model.optimizer is not self.optimizer
+                      or model._compile_loss is not self.objective.compile_loss)
+        if recompiled:
+            if int(self.state.micro_steps_in_window.numpy()) > 0:
+                raise ValueError(
+                    "`model` was compiled again while a window carried into the next epoch "
+                    f"holds {int(self.state.micro_steps_in_window.numpy())} micro-batches "
+                    "(tail=\"carry\"): they were summed for the old optimizer and loss. "
+                    "Recompile between fits of a trainer with tail=\"flush\" or \"drop\"."
+                )
+            self._compile(None, None, self.objective.requested, None, None)
+            self.state.forget_window_variables()
+            self._built, self._checked_spec, self._trained = False, None, []
+            if model.built and model.trainable_variables:
+                self._build(after_restore=False)
+            self.window_loop = self._window_loop()
+        elif self._built and [id(v) for v in model.trainable_variables] != self._trained:
+            raise ValueError(
+                "`model`'s trainable variables changed since it was compiled (a layer's "
+                "`trainable` was set): Model.fit would go on training the old ones until "
+                "model.compile is called again. Call model.compile(...) after changing "
+                "`trainable`, as Keras asks, then fit."
+            )
 
     # ------------------------------------------------------------ properties
 
@@ -342,6 +377,7 @@ class AccumulationTrainer(tf.Module):
         validation_freq = checks.check_positive_int("validation_freq", validation_freq)
         initial_epoch = checks.check_int_at_least("initial_epoch", initial_epoch, 0)
         updates = checks.check_callbacks(on_update)
+        self._follow_compile()
         feed = feeds.make_feed(
             x, y, batch_size, shuffle, sample_weight, self.model, self.strategy, self._windows()
         )
