@@ -108,6 +108,32 @@ def check_model(model):
             f"`model` must be a keras.Model. Received: model={model!r} "
             f"of type {type(model).__name__}"
         )
+    for method, instead in _OWN_STEPS.items():
+        owner = _overridden(model, method)
+        if owner is not None:
+            raise ValueError(
+                f"`model` overrides {method} ({owner}.{method}), which the trainer cannot "
+                f"honour: it runs its own forward and backward pass on each micro-batch, with "
+                f"the compiled loss as a sum, so yours would be silently replaced. {instead}"
+            )
+
+
+#: Keras's steps a model may override, and what to do instead with gaviz.
+_OWN_STEPS = {
+    "train_step": "Train this model with Model.fit, or move what your train_step adds into "
+                  "the model (add_loss) or its compiled loss and metrics.",
+    "compute_loss": "Pass your loss to compile as a keras.losses.Loss (or a function of "
+                    "(y_true, y_pred) returning per-sample losses), which the trainer sums "
+                    "exactly, or train this model with Model.fit.",
+}
+
+
+def _overridden(model, method) -> str | None:
+    """The class outside Keras that overrides Keras's ``method`` on ``model``, if any."""
+    for cls in type(model).__mro__:
+        if method in vars(cls):
+            return None if cls.__module__.startswith("keras.") else cls.__qualname__
+    return None
 
 
 def check_optimizer(optimizer):
