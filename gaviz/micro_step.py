@@ -7,6 +7,8 @@ the window adds these up and divides once, when it finishes.
 
 from __future__ import annotations
 
+import warnings
+
 import keras
 import tensorflow as tf
 
@@ -84,6 +86,32 @@ class MicroStep:
             return tf.constant(0.0)
         batch = tf.cast(tf.shape(tf.nest.flatten(y_pred)[0])[0], tf.float32)
         return batch * tf.add_n([tf.cast(l, tf.float32) for l in losses[:n_forward]])
+
+
+def added_loss_layers(model) -> list[str]:
+    """The layers whose last call added a loss with ``add_loss`` (activity
+    regularizers aside, which Keras adds as means over the batch)."""
+    return [layer.name for layer in model._flatten_layers()
+            if layer.activity_regularizer is None and layer._get_own_losses()]
+
+
+def warn_added_losses(model, stacklevel: int = 3) -> None:
+    """Says how losses added with ``add_loss`` are accumulated, if ``model`` adds any
+    (call it after a forward pass)."""
+    names = added_loss_layers(model)
+    if not names:
+        return
+    warnings.warn(
+        f"`model` adds losses with add_loss ({', '.join(names)}): the trainer takes each as "
+        "a mean over its micro-batch, as Keras's activity regularizers are (it weighs a "
+        "micro-batch's added loss by its samples and divides the window by its samples), "
+        "which equals Model.fit on the big batch for a loss that is a mean over its batch. "
+        "A loss that sums over its batch would count 1/k of what Model.fit gives it: "
+        "divide it by the batch size in call (add_loss(tf.reduce_sum(v) / "
+        "tf.cast(tf.shape(v)[0], v.dtype))) and scale its coefficient to match.",
+        UserWarning,
+        stacklevel=stacklevel,
+    )
 
 
 def clip_mean_gradient(micro: WindowSums, optimizer) -> WindowSums:

@@ -14,10 +14,10 @@ from typing import Callable, Iterable
 
 import tensorflow as tf
 
-from gaviz import _tensorflow, batch_layers, call_size, checks, compiling, feeds, fitting, rules, validation
-from gaviz import window_loop
+from gaviz import _tensorflow, batch_layers, call_size, checks, compiling, feeds, fitting, rules
+from gaviz import validation, window_loop
 from gaviz.history import History, Update
-from gaviz.micro_step import MicroStep, unpack
+from gaviz.micro_step import MicroStep, unpack, warn_added_losses
 from gaviz.objective import Objective
 from gaviz.state import TrainerState
 from gaviz.window import WindowSums
@@ -421,6 +421,8 @@ class AccumulationTrainer(tf.Module):
         x, y, sample_weight = unpack(first)
         with _tensorflow.native_log_filtered():  # e.g. float16's fallback log on some CPUs
             y_pred = self.model(x, training=False)
+        if self._checked_spec is None:  # once per trainer (or compile)
+            warn_added_losses(self.model, stacklevel=4)
         if not self._built:
             if not self.model.trainable_variables:
                 raise ValueError("`model` has no trainable variables: nothing to train.")

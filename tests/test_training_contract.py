@@ -193,3 +193,29 @@ def test_callback_sees_each_update_and_can_stop(micro):
     assert seen[0].effective_batch_size == 16 and seen[0].micro_steps == 2
     assert seen[2].samples_seen == 48
     assert seen[0].seconds <= seen[2].seconds
+
+
+def test_losses_added_with_add_loss_are_said_to_be_taken_as_means(regression_data):
+    """How the trainer scales an add_loss, and how to get Model.fit's value for a summed
+    one, said once at the first fit; activity regularizers (means already) need no word."""
+    import warnings
+
+    class AddsTheSum(keras.layers.Layer):
+        def call(self, x):
+            self.add_loss(1e-3 * tf.reduce_sum(tf.square(x)))
+            return x
+
+    x, y = regression_data
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4), AddsTheSum(name="adds"),
+                              keras.layers.Dense(1)])
+    trainer = gaviz.AccumulationTrainer(model, keras.optimizers.SGD(0.1), "mse", 4)
+    with pytest.warns(UserWarning, match=r"add_loss \(adds\).*mean over its micro-batch.*1/k") as caught:
+        trainer.fit(x, y, batch_size=8, epochs=2, verbose=0)
+    assert len([w for w in caught if "add_loss" in str(w.message)]) == 1
+    assert caught[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        regularized = make_mlp(activity_regularizer=keras.regularizers.L2(0.01))
+        gaviz.AccumulationTrainer(regularized, keras.optimizers.SGD(0.1), "mse", 4).fit(
+            x, y, batch_size=8, verbose=0)
