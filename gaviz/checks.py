@@ -56,6 +56,20 @@ def check_single_replica(class_name, strategy):
         )
 
 
+def check_backups(callbacks, keeps_sums: bool) -> None:
+    """Refuses Keras's BackupAndRestore when windows outlive a graph call
+    (``tail="carry"``): the carried window's sums are not in the backup, so a
+    resumed run would lose it and land elsewhere than the uninterrupted one."""
+    listed = callbacks if isinstance(callbacks, (list, tuple)) else [callbacks]
+    if keeps_sums and any(isinstance(c, keras.callbacks.BackupAndRestore) for c in listed):
+        raise ValueError(
+            "`callbacks` holds a BackupAndRestore, which cannot back up the window a "
+            "trainer with tail=\"carry\" keeps across epochs: after a crash the resumed run "
+            "would lose it and not land on the uninterrupted run's weights. Use "
+            "tail=\"flush\" (resumed runs are then exact), or no BackupAndRestore."
+        )
+
+
 def check_callbacks(on_update):
     """``on_update`` as a list of callables (None: none)."""
     if on_update is None:

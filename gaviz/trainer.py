@@ -377,6 +377,7 @@ class AccumulationTrainer(tf.Module):
         validation_freq = checks.check_positive_int("validation_freq", validation_freq)
         initial_epoch = checks.check_int_at_least("initial_epoch", initial_epoch, 0)
         updates = checks.check_callbacks(on_update)
+        checks.check_backups(callbacks, self.tail == "carry" or self.rule.sums_outlive_updates)
         self._follow_compile()
         feed = feeds.make_feed(
             x, y, batch_size, shuffle, sample_weight, self.model, self.strategy, self._windows()

@@ -326,3 +326,16 @@ def test_fit_returns_keras_history_of_the_same_run():
     resumed = trainer.fit(X, Y, batch_size=B, epochs=5, initial_epoch=ours.epoch[-1] + 1,
                           shuffle=False, verbose=0)
     assert resumed.epoch == [3, 4]
+
+
+def test_backup_and_restore_with_a_carried_window_is_refused(tmp_path):
+    """The window carried across epochs is not in Keras's backup: refused by name, never
+    resumed onto other weights than the uninterrupted run's."""
+    model = make_mlp()
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    trainer = gaviz.AccumulationTrainer(model, accumulation_steps=K, tail="carry")
+    backup = keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))
+    with pytest.raises(ValueError, match="BackupAndRestore.*tail=\"carry\".*tail=\"flush\""):
+        trainer.fit(X, Y, batch_size=B, epochs=2, verbose=0, callbacks=[backup])
+    assert int(trainer.optimizer.iterations.numpy()) == 0  # refused before training
+    trainer.fit(X, Y, batch_size=B, epochs=1, verbose=0, callbacks=[keras.callbacks.History()])
