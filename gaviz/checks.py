@@ -70,6 +70,15 @@ def check_backups(callbacks, keeps_sums: bool) -> None:
         )
 
 
+def check_not_yet(name, value, instead) -> None:
+    """Refuses an argument of ``Model.fit`` the trainer does not take yet."""
+    if value is not None:
+        raise ValueError(
+            f"`{name}` is not taken by AccumulationTrainer.fit yet: it would be ignored, "
+            f"so it is refused; {instead}. Received: {name}={value!r}"
+        )
+
+
 def check_callbacks(on_update):
     """``on_update`` as a list of callables (None: none)."""
     if on_update is None:

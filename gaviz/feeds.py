@@ -7,17 +7,20 @@ micro-batches. A feed is given the window functions and the array cursor
 (:class:`WindowFunctions`), not the trainer.
 
 - :class:`DatasetFeed`: a ``tf.data.Dataset`` of micro-batches (distributed
-  when the strategy has several replicas or workers).
+  when the strategy has several replicas or workers); a Keras ``PyDataset``
+  or a Python generator of micro-batches becomes one through Keras's adapters.
 - :class:`ArrayFeed`: in-memory arrays cut into micro-batches inside the graph.
 """
 
 from __future__ import annotations
 
+import types
 from typing import Callable, NamedTuple
 
+import keras
 import tensorflow as tf
 
-from gaviz import checks, sources
+from gaviz import _keras, checks, sources
 
 
 class WindowFunctions(NamedTuple):
@@ -55,22 +58,25 @@ def updates_per_epoch(micro_batches: int | None, accumulation_steps: int, tail: 
 
 
 def make_feed(x, y, batch_size, shuffle, sample_weight, model, strategy,
-              windows: WindowFunctions):
-    """A :class:`DatasetFeed` or an :class:`ArrayFeed` for ``fit``'s arguments.
+              windows: WindowFunctions, class_weight=None):
+    """A :class:`DatasetFeed` or an :class:`ArrayFeed` for ``fit``'s arguments,
+    turned into micro-batches by Keras's own data adapters, as ``Model.fit``
+    turns them into batches (``class_weight`` included).
 
     Raises:
         TypeError, ValueError: the arguments do not describe micro-batches.
     """
     if isinstance(x, tf.data.Dataset):
-        for name, value in (("y", y), ("batch_size", batch_size), ("sample_weight", sample_weight)):
-            if value is not None:
-                raise ValueError(
-                    f"`{name}` must be None when `x` is a tf.data.Dataset: its elements "
-                    f"are already (x, y) or (x, y, sample_weight) micro-batches. Received: "
-                    f"{name}={value!r}"
-                )
+        _check_batched_already(x, "a tf.data.Dataset", y, batch_size, sample_weight)
         checks.check_dataset(x, model, name="x")
+        if class_weight is not None:
+            x = x.map(_keras.make_class_weight_map_fn(class_weight))
         return DatasetFeed(x, strategy, windows)
+    if isinstance(x, (keras.utils.PyDataset, types.GeneratorType)):
+        kind = "a PyDataset" if isinstance(x, keras.utils.PyDataset) else "a generator"
+        _check_batched_already(x, kind, y, batch_size, sample_weight)
+        adapter = _keras.get_data_adapter(x, class_weight=class_weight, shuffle=bool(shuffle))
+        return DatasetFeed(adapter.get_tf_dataset(), strategy, windows, adapter.on_epoch_end)
     if isinstance(x, tuple):
         raise TypeError(
             "`x` must be a tf.data.Dataset of (x, y) micro-batches, or an array (or a "
@@ -78,17 +84,47 @@ def make_feed(x, y, batch_size, shuffle, sample_weight, model, strategy,
             "fit(x, y, batch_size=...) or a tf.data.Dataset."
         )
     batch_size = checks.check_positive_int("batch_size", 32 if batch_size is None else batch_size)
+    if class_weight is not None:
+        sample_weight = _class_weights(y, sample_weight, class_weight)
     arrays, rows = sources.as_arrays(x, y, sample_weight)
     if _distributed(strategy):
         return DatasetFeed(_array_dataset(arrays, rows, batch_size, shuffle), strategy, windows)
     return ArrayFeed(arrays, rows, batch_size, bool(shuffle), windows)
 
 
-class DatasetFeed:
-    """Epochs of a ``tf.data.Dataset`` of micro-batches (distributed if the strategy is)."""
+def _check_batched_already(x, kind, y, batch_size, sample_weight) -> None:
+    for name, value in (("y", y), ("batch_size", batch_size), ("sample_weight", sample_weight)):
+        if value is not None:
+            raise ValueError(
+                f"`{name}` must be None when `x` is {kind}: its elements are already "
+                f"(x, y) or (x, y, sample_weight) micro-batches. Received: {name}={value!r}"
+            )
 
-    def __init__(self, dataset, strategy, windows: WindowFunctions):
+
+def _class_weights(y, sample_weight, class_weight):
+    """``class_weight`` as per-row weights of arrays ``y``, by Keras's rule."""
+    if sample_weight is not None:
+        raise ValueError(
+            "`class_weight` and `sample_weight` cannot both be given (as in Model.fit): "
+            "multiply the class weights into `sample_weight` yourself. Received both."
+        )
+    if tf.nest.is_nested(y):
+        raise ValueError(
+            "`class_weight` needs a single array `y` (as in Model.fit: one output). "
+            f"Received: y with {len(tf.nest.flatten(y))} arrays."
+        )
+    return _keras.class_weight_to_sample_weights(y, class_weight)
+
+
+class DatasetFeed:
+    """Epochs of a ``tf.data.Dataset`` of micro-batches (distributed if the strategy is).
+
+    ``end_epoch``: called after each epoch (a Keras PyDataset's ``on_epoch_end``).
+    """
+
+    def __init__(self, dataset, strategy, windows: WindowFunctions, end_epoch=None):
         self.dataset, self.windows = dataset, windows
+        self.end_epoch = end_epoch or (lambda: None)
         self.element_spec = dataset.element_spec
         self.source = dataset
         if _distributed(strategy):
@@ -128,6 +164,9 @@ class ArrayFeed:
 
     def micro_batches(self) -> int:
         return -(-self.rows // self.batch_size)
+
+    def end_epoch(self) -> None:
+        """Nothing to do: each epoch draws its own row order."""
 
     def first(self):
         size = min(self.batch_size, self.rows)

@@ -104,6 +104,7 @@ class _Run:
         model.reset_metrics()
         self.callbacks.on_epoch_begin(epoch - 1)
         consumed = self._calls(feed.epoch(), epoch, k)
+        feed.end_epoch()
         if consumed == 0 and not trainer.stop_training:
             raise ValueError(_empty_epoch_message(epoch))
         checks.check_epoch_length(feed.micro_batches() or consumed, k, trainer.tail)

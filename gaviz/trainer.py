@@ -336,7 +336,8 @@ class AccumulationTrainer(tf.Module):
             callbacks=None, validation_data=None, shuffle: bool = True, sample_weight=None,
             on_update: Callable[[Update], None] | Iterable[Callable[[Update], None]] | None = None,
             validation_batch_size: int | None = None, validation_freq: int = 1,
-            initial_epoch: int = 0) -> History:
+            initial_epoch: int = 0, class_weight=None, validation_split: float = 0.0,
+            validation_steps: int | None = None, steps_per_epoch: int | None = None) -> History:
         """Trains for ``epochs`` epochs, one update per window of micro-batches.
 
         Takes ``Model.fit``'s arguments, with ``batch_size`` the size of a
@@ -344,7 +345,8 @@ class AccumulationTrainer(tf.Module):
         shuffle=False)`` on the same data. Where they differ from Keras's:
 
         Args:
-            x: a ``tf.data.Dataset`` of micro-batches ``(x, y)`` or ``(x, y,
+            x: a ``tf.data.Dataset``, a ``keras.utils.PyDataset`` or a Python
+                generator of micro-batches ``(x, y)`` or ``(x, y,
                 sample_weight)``, iterated afresh each epoch; or arrays, cut
                 into micro-batches inside the graph.
             y, sample_weight: targets and per-row weights, when ``x`` is arrays.
@@ -355,7 +357,12 @@ class AccumulationTrainer(tf.Module):
                 graph call when several windows run per call and no callback
                 of yours listens).
             validation_data: evaluated with ``model.evaluate`` (batches of
-                ``validation_batch_size``, default ``batch_size``).
+                ``validation_batch_size``, default ``batch_size``; ``validation_steps``
+                of them if given). ``validation_split`` takes the last fraction
+                of arrays instead, before shuffling, as Keras does.
+            class_weight: as Keras's, turned into per-row weights by Keras's
+                own rule (arrays with one ``y``, datasets, PyDatasets).
+            steps_per_epoch: not taken yet (refused).
             shuffle: shuffle the rows of arrays each epoch (numpy's generator,
                 which ``keras.utils.set_random_seed`` seeds); a dataset keeps
                 its own order.
@@ -378,13 +385,18 @@ class AccumulationTrainer(tf.Module):
         initial_epoch = checks.check_int_at_least("initial_epoch", initial_epoch, 0)
         updates = checks.check_callbacks(on_update)
         checks.check_backups(callbacks, self.tail == "carry" or self.rule.sums_outlive_updates)
+        checks.check_not_yet("steps_per_epoch", steps_per_epoch,
+                             "pass the micro-batches of one epoch (dataset.take(n))")
         self._follow_compile()
-        feed = feeds.make_feed(
-            x, y, batch_size, shuffle, sample_weight, self.model, self.strategy, self._windows()
+        (x, y, sample_weight), validation_data = validation.split(
+            x, y, sample_weight, validation_split, validation_data
         )
+        feed = feeds.make_feed(x, y, batch_size, shuffle, sample_weight, self.model,
+                               self.strategy, self._windows(), class_weight)
         self._prepare(feed)
         checked = validation.Validation.make(
-            validation_data, validation_batch_size or batch_size, validation_freq
+            validation_data, validation_batch_size or batch_size, validation_freq,
+            validation_steps and checks.check_positive_int("validation_steps", validation_steps),
         )
         return fitting.fit(
             self, feed, range(initial_epoch + 1, epochs + 1), updates, callbacks, verbose,

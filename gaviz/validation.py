@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
+import types
+
 import keras
 import tensorflow as tf
 
+from gaviz import _keras
+
 
 class Validation:
-    """``validation_data``, evaluated with ``model.evaluate`` every ``freq`` epochs."""
+    """``validation_data``, evaluated with ``model.evaluate`` every ``freq`` epochs
+    (``steps`` batches of it, or all of it)."""
 
-    def __init__(self, x, y, sample_weight, batch_size, freq):
+    def __init__(self, x, y, sample_weight, batch_size, freq, steps=None):
         self.x, self.y, self.sample_weight = x, y, sample_weight
-        self.batch_size, self.freq = batch_size, freq
+        self.batch_size, self.freq, self.steps = batch_size, freq, steps
 
     @classmethod
-    def make(cls, data, batch_size, freq):
+    def make(cls, data, batch_size, freq, steps=None):
         """None without data; raises ValueError for data of the wrong form."""
         if data is None:
             return None
-        if isinstance(data, tf.data.Dataset):
-            return cls(data, None, None, None, freq)
+        if isinstance(data, (tf.data.Dataset, keras.utils.PyDataset, types.GeneratorType)):
+            return cls(data, None, None, None, freq, steps)  # batched already
         try:
             if not isinstance(data, (tuple, list)):
                 raise TypeError(type(data).__name__)
@@ -28,10 +33,11 @@ class Validation:
                 raise ValueError("no targets")
         except (TypeError, ValueError):
             raise ValueError(
-                "`validation_data` must be (x_val, y_val), (x_val, y_val, sample_weight) "
-                f"or a tf.data.Dataset. Received: {type(data).__name__}"
+                "`validation_data` must be (x_val, y_val), (x_val, y_val, sample_weight), "
+                "a tf.data.Dataset, a keras.utils.PyDataset or a generator. "
+                f"Received: {type(data).__name__}"
             ) from None
-        return cls(x, y, sample_weight, batch_size, freq)
+        return cls(x, y, sample_weight, batch_size, freq, steps)
 
     def due(self, epoch) -> bool:
         return epoch % self.freq == 0
@@ -39,6 +45,30 @@ class Validation:
     def run(self, model, callbacks) -> dict:
         logs = model.evaluate(
             self.x, self.y, sample_weight=self.sample_weight, batch_size=self.batch_size,
-            callbacks=callbacks, return_dict=True,
+            steps=self.steps, callbacks=callbacks, return_dict=True,
         )
         return {f"val_{name}": float(value) for name, value in logs.items()}
+
+
+def split(x, y, sample_weight, validation_split, validation_data):
+    """``((x, y, sample_weight), validation_data)`` after ``validation_split``:
+    the last fraction of the arrays becomes the validation data, taken before
+    any shuffling (Keras's own split); ignored when ``validation_data`` is given.
+
+    Raises:
+        ValueError: the fraction is not in [0, 1), or ``x`` is not arrays.
+    """
+    if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
+        raise ValueError(
+            "`validation_split` must be a fraction in [0, 1). "
+            f"Received: validation_split={validation_split!r}"
+        )
+    if not validation_split or validation_data is not None:
+        return (x, y, sample_weight), validation_data
+    if isinstance(x, (tf.data.Dataset, keras.utils.PyDataset, types.GeneratorType)):
+        raise ValueError(
+            "`validation_split` takes arrays apart, as in Model.fit; `x` is a "
+            f"{type(x).__name__}: pass `validation_data` instead. "
+            f"Received: validation_split={validation_split}"
+        )
+    return _keras.train_validation_split((x, y, sample_weight), validation_split=validation_split)

@@ -1,0 +1,153 @@
+"""More of Model.fit's arguments: class_weight, validation_split, validation_steps,
+validation_batch_size, and a PyDataset or a generator as x and as validation_data.
+Each run equals Model.fit(batch_size=K * B, shuffle=False) on the same data: the
+weights and every history.history entry."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gaviz
+from helpers import assert_same_history, clone, weight_gap
+
+B, K, EPOCHS = 8, 4, 3  # Keras's batch: 32
+ROWS = 100  # a partial last window each epoch
+ATOL = 1e-5
+
+
+def classification(rows=ROWS, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(rows, 5)).astype("float32")
+    y = (x[:, :1] + 0.5 * x[:, 1:2] > 0.6).astype("float32")  # about 1 in 4 positive
+    return x, y
+
+
+def pair(loss="binary_crossentropy", metrics=("accuracy",)):
+    """A compiled classifier, its trainer, and an identical compiled clone for Model.fit."""
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(8, activation="tanh"),
+                              keras.layers.Dense(1, activation="sigmoid")])
+    reference = clone(model)
+    for m in (model, reference):
+        m.compile(optimizer=keras.optimizers.SGD(0.5), loss=loss, metrics=list(metrics))
+    return model, gaviz.AccumulationTrainer(model, accumulation_steps=K), reference
+
+
+def assert_same_run(ours, theirs, model, reference):
+    assert_same_history(ours.history, theirs.history)
+    assert weight_gap(model, reference) < ATOL
+
+
+class Batches(keras.utils.PyDataset):
+    """Arrays in batches of ``size``, in order."""
+
+    def __init__(self, x, y, size):
+        super().__init__()
+        self.x, self.y, self.size = x, y, size
+
+    def __len__(self):
+        return -(-len(self.x) // self.size)
+
+    def __getitem__(self, i):
+        part = slice(i * self.size, (i + 1) * self.size)
+        return self.x[part], self.y[part]
+
+
+def generator(x, y, size):
+    for start in range(0, len(x), size):
+        yield x[start:start + size], y[start:start + size]
+
+
+X, Y = classification()
+X_VAL, Y_VAL = classification(60, seed=1)
+CLASS_WEIGHT = {0: 1.0, 1: 3.0}
+
+
+def test_class_weight_on_arrays():
+    model, trainer, reference = pair()
+    ours = trainer.fit(X, Y, batch_size=B, epochs=EPOCHS, shuffle=False, verbose=0,
+                       class_weight=CLASS_WEIGHT)
+    theirs = reference.fit(X, Y, batch_size=K * B, epochs=EPOCHS, shuffle=False, verbose=0,
+                           class_weight=CLASS_WEIGHT)
+    assert_same_run(ours, theirs, model, reference)
+    unweighted = pair()[1]
+    unweighted.fit(X, Y, batch_size=B, epochs=EPOCHS, shuffle=False, verbose=0)
+    assert weight_gap(unweighted.model, model) > 1e-3  # the weights mattered
+
+
+def test_class_weight_on_a_dataset():
+    model, trainer, reference = pair()
+    ours = trainer.fit(tf.data.Dataset.from_tensor_slices((X, Y)).batch(B), epochs=EPOCHS,
+                       verbose=0, class_weight=CLASS_WEIGHT)
+    theirs = reference.fit(tf.data.Dataset.from_tensor_slices((X, Y)).batch(K * B),
+                           epochs=EPOCHS, verbose=0, class_weight=CLASS_WEIGHT)
+    assert_same_run(ours, theirs, model, reference)
+
+
+def test_class_weight_with_sample_weight_is_refused_as_keras_does():
+    _, trainer, _ = pair()
+    with pytest.raises(ValueError, match="`class_weight` and `sample_weight`"):
+        trainer.fit(X, Y, batch_size=B, sample_weight=np.ones(ROWS), class_weight=CLASS_WEIGHT)
+
+
+def test_validation_split_takes_the_last_rows():
+    model, trainer, reference = pair()
+    ours = trainer.fit(X, Y, batch_size=B, epochs=EPOCHS, shuffle=False, verbose=0,
+                       validation_split=0.2)
+    theirs = reference.fit(X, Y, batch_size=K * B, epochs=EPOCHS, shuffle=False, verbose=0,
+                           validation_split=0.2)
+    assert_same_run(ours, theirs, model, reference)
+
+
+def test_validation_split_is_taken_before_shuffling():
+    model, trainer, _ = pair()
+    seen = trainer.fit(X, Y, batch_size=B, epochs=1, shuffle=True, verbose=0,
+                       validation_split=0.2)
+    last_rows = model.evaluate(X[80:], Y[80:], verbose=0, return_dict=True)
+    assert seen.history["val_loss"][-1] == pytest.approx(last_rows["loss"], rel=1e-6)
+    assert sum(u.effective_batch_size for u in seen.updates) == 80
+
+
+def test_validation_steps_and_batch_size():
+    model, trainer, reference = pair()
+    ours = trainer.fit(X, Y, batch_size=B, epochs=EPOCHS, shuffle=False, verbose=0,
+                       validation_data=(X_VAL, Y_VAL), validation_steps=2,
+                       validation_batch_size=16)
+    theirs = reference.fit(X, Y, batch_size=K * B, epochs=EPOCHS, shuffle=False, verbose=0,
+                           validation_data=(X_VAL, Y_VAL), validation_steps=2,
+                           validation_batch_size=16)
+    assert_same_run(ours, theirs, model, reference)
+    # Two batches of 16 of the 60 validation rows: not the whole set.
+    whole = reference.evaluate(X_VAL, Y_VAL, verbose=0, return_dict=True)
+    assert abs(ours.history["val_loss"][-1] - whole["loss"]) > 1e-6
+
+
+def test_a_py_dataset_as_x_and_as_validation_data():
+    model, trainer, reference = pair()
+    ours = trainer.fit(Batches(X, Y, B), epochs=EPOCHS, shuffle=False, verbose=0,
+                       validation_data=Batches(X_VAL, Y_VAL, 16))
+    theirs = reference.fit(Batches(X, Y, K * B), epochs=EPOCHS, shuffle=False, verbose=0,
+                           validation_data=Batches(X_VAL, Y_VAL, 16))
+    assert_same_run(ours, theirs, model, reference)
+
+
+def test_a_generator_as_x_and_as_validation_data():
+    model, trainer, reference = pair()
+    ours = trainer.fit(generator(X, Y, B), epochs=1, verbose=0,
+                       validation_data=generator(X_VAL, Y_VAL, 16), shuffle=False)
+    theirs = reference.fit(generator(X, Y, K * B), epochs=1, verbose=0,
+                           validation_data=generator(X_VAL, Y_VAL, 16), shuffle=False)
+    assert_same_run(ours, theirs, model, reference)
+
+
+def test_batched_data_takes_no_y_and_steps_per_epoch_is_refused_by_name():
+    _, trainer, _ = pair()
+    with pytest.raises(ValueError, match="`y` must be None when `x` is a PyDataset"):
+        trainer.fit(Batches(X, Y, B), Y)
+    with pytest.raises(ValueError, match="`validation_split` takes arrays apart"):
+        trainer.fit(Batches(X, Y, B), validation_split=0.2)
+    with pytest.raises(ValueError, match="`steps_per_epoch` is not taken"):
+        trainer.fit(X, Y, batch_size=B, steps_per_epoch=2)
+    with pytest.raises(ValueError, match="`validation_split` must be a fraction"):
+        trainer.fit(X, Y, batch_size=B, validation_split=1.5)
