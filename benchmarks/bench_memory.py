@@ -39,13 +39,17 @@ import statistics
 import subprocess
 import sys
 
-import harness  # first: it quiets TensorFlow before TensorFlow is imported
+# Before TensorFlow starts: oneDNN's CPU allocator keeps the statistics read here
+# (gaviz.memory.CPU_ALLOCATOR_STATS_ENV). TensorFlow turns oneDNN on by itself
+# only on CPUs with AVX-512; child processes inherit the setting.
+os.environ.update({"TF_ENABLE_ONEDNN_OPTS": "1"})
+
+import harness  # noqa: E402  first: it quiets TensorFlow before TensorFlow is imported
 import keras
 import numpy as np
 import tensorflow as tf
 
 import gaviz
-from gaviz.memory import CPU_ALLOCATOR_STATS_ENV
 
 SIZE, CLASSES, MICRO, K, LR = 32, 10, 32, 8, 0.01
 WIDTH = 2048  # of the two dense layers: the parameters (16.6 MiB) are mostly theirs
@@ -158,9 +162,7 @@ def measure(name, samples, width=WIDTH):
 
 def in_child(name, quick):
     command = [sys.executable, __file__, "--child", name] + (["--quick"] if quick else [])
-    # The CPU allocator keeps statistics only when asked, before TensorFlow starts.
-    env = {**os.environ, **CPU_ALLOCATOR_STATS_ENV}
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"Measuring {name!r} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -29,6 +29,9 @@ class ScriptedFeed:
     def micro_batches(self):
         return 4
 
+    def end_epoch(self):
+        self.ended = getattr(self, "ended", 0) + 1
+
     def epoch(self):
         calls = iter(self.epochs.pop(0))
 
@@ -98,6 +101,7 @@ def test_applied_windows_become_updates_and_batch_events():
     assert events.seen == [("epoch", 0), ("batch", 0), ("batch", 2),
                            ("epoch", 1), ("batch", 0), ("batch", 2), ("end",)]
     assert feed.calls == [(1, 2)] * 4
+    assert feed.ended == 2  # each epoch's end is told to the feed (a PyDataset's on_epoch_end)
 
 
 def test_a_window_not_applied_is_not_recorded():

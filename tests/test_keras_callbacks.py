@@ -339,3 +339,37 @@ def test_backup_and_restore_with_a_carried_window_is_refused(tmp_path):
         trainer.fit(X, Y, batch_size=B, epochs=2, verbose=0, callbacks=[backup])
     assert int(trainer.optimizer.iterations.numpy()) == 0  # refused before training
     trainer.fit(X, Y, batch_size=B, epochs=1, verbose=0, callbacks=[keras.callbacks.History()])
+
+
+class _KillMidEpoch(keras.callbacks.Callback):
+    """Raises at a batch of ``epoch`` (0-based), as a process killed mid-epoch would."""
+
+    def __init__(self, epoch, batch):
+        super().__init__()
+        self.epoch, self.batch, self.current = epoch, batch, None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.current = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.current == self.epoch and batch == self.batch:
+            raise RuntimeError("killed")
+
+
+def test_a_run_killed_mid_epoch_resumes_onto_the_uninterrupted_runs_weights(tmp_path):
+    """Killed in the middle of epoch 3, restarted with the same BackupAndRestore: the
+    resumed run replays epoch 3 from its backup and ends where an uninterrupted run does."""
+    model, trainer, reference = compiled_pair(lambda: keras.optimizers.Adam(0.01))
+    backup = str(tmp_path / "backup")
+    with pytest.raises(RuntimeError, match="killed"):
+        trainer.fit(X, Y, batch_size=B, epochs=4, shuffle=False, verbose=0,
+                    callbacks=[keras.callbacks.BackupAndRestore(backup), _KillMidEpoch(2, 2)])
+    assert int(trainer.optimizer.iterations.numpy()) == 2 * UPDATES_PER_EPOCH + 2
+    # A new process: a fresh model, compiled and built, a fresh trainer, the same backup.
+    restarted = make_mlp()
+    restarted.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse", metrics=["mae"])
+    again = gaviz.AccumulationTrainer(restarted, accumulation_steps=K)
+    again.fit(X, Y, batch_size=B, epochs=4, shuffle=False, verbose=0,
+              callbacks=[keras.callbacks.BackupAndRestore(backup)])
+    reference.fit(X, Y, batch_size=K * B, epochs=4, shuffle=False, verbose=0)
+    assert weight_gap(restarted, reference) < ATOL

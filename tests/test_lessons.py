@@ -97,8 +97,12 @@ def test_badges_open_this_lesson_on_binder_and_colab(path):
 
 
 def _bootstrap(path):
+    """The first cell's Colab set-up: up to its chdir into the course (what
+    follows, before ``import gaviz``, is the lesson's own start)."""
     first = _cells(path, "code")[0]
-    return first[:first.index("import gaviz")]
+    end = first.index("\n", first.index("os.chdir(")) + 1
+    assert end < first.index("import gaviz"), path.name
+    return first[:end]
 
 
 def test_every_lesson_starts_with_the_same_colab_bootstrap():
