@@ -119,7 +119,7 @@ class Pitfall:
     """One pitfall of the gallery: everything gaviz knows about it.
 
     Attributes:
-        name: its key in :data:`PITFALLS` and in ``diagnose``'s findings.
+        name: its key in :data:`gaviz.PITFALLS` and in ``diagnose``'s findings.
         class_name: the name of its trainer class.
         summary: the mistake in one sentence.
         symptom, cause, fix, detect: what one sees, why, what to do, and
