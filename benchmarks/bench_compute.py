@@ -51,9 +51,9 @@ def images(samples):
 
 
 def gaviz_epoch(x, y, micro, k):
-    # Arrays, cut in the graph: on this machine an epoch of a tf.data pipeline
-    # of these images sometimes takes a fixed 2.55 s, whoever consumes it
-    # (gaviz or Keras, 32 or 256 per batch), which decided earlier runs.
+    # Arrays, cut in the graph: on a 2-core CPU machine an epoch of a tf.data
+    # pipeline of these images sometimes takes a fixed 2.55 s, whoever consumes
+    # it (gaviz or Keras, 32 or 256 per batch), which would decide the comparison.
     trainer = gaviz.AccumulationTrainer(make_model(), keras.optimizers.SGD(LR), LOSS, k)
     return lambda: trainer.fit(x, y, batch_size=micro, epochs=1, shuffle=False, verbose=0)
 
