@@ -8,12 +8,14 @@ not contradict itself once the learner has done the work (issue #25: lesson
 Each lesson runs once more than in test_lessons.py (8-30 s each).
 """
 
+import ast
 import importlib
 import json
 import re
 
 import pytest
 
+from gaviz.course.exercise import Exercise
 from lesson_runner import LESSONS, faults, lesson_paths, run_lesson
 
 STUB = "# your code here"
@@ -131,3 +133,42 @@ def test_solved_lesson_keeps_its_word(path):
     if path.name[:2] in PAYOFFS:
         PAYOFFS[path.name[:2]](notebook)
 
+
+def _defined(source):
+    """The names of the functions a cell or a file defines at its top level."""
+    return {node.name for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
+
+
+@pytest.mark.parametrize("path", solved_paths(), ids=lambda p: p.name)
+def test_each_exercise_loads_only_its_own_solution(path):
+    """`%load`ing one exercise's solution gives away no later exercise's answer."""
+    code = dict(_code_sources(path))
+    solutions = exercise_solutions(path)
+    for index, names in solutions.items():
+        others = set().union(*(_defined(code[other]) for other in solutions if other != index))
+        for name in names:
+            given = _defined((LESSONS / "solutions" / name).read_text())
+            assert _defined(code[index]) <= given, (path.name, name)
+            assert not given & others, (path.name, name, given & others)
+
+
+def _exercises():
+    for module in sorted(LESSONS.glob("[0-9][0-9]_*.ipynb")):
+        try:
+            lesson = importlib.import_module(f"gaviz.course.lesson{module.name[:2]}")
+        except ModuleNotFoundError:
+            continue
+        yield from (value for value in vars(lesson).values() if isinstance(value, Exercise))
+
+
+def test_solution_shows_the_solutions_code(capsys, monkeypatch, tmp_path):
+    """As Kaggle Learn's: `.solution()` shows the code, with the `%load` line that pastes it,
+    from any folder (the kernel's is lessons/, a script's may be anywhere)."""
+    monkeypatch.chdir(tmp_path)
+    exercises = list(_exercises())
+    assert len(exercises) >= len(WITH_EXERCISES)
+    for exercise in exercises:
+        exercise.solution()
+        text = capsys.readouterr().out
+        assert f"%load solutions/{exercise.solution_file}" in text, text
+        assert (LESSONS / "solutions" / exercise.solution_file).read_text().strip() in text
