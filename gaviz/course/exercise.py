@@ -144,16 +144,24 @@ class Exercise:
                          "that cell, then check again", code))
 
 
-#: Where ``%load solutions/...`` finds the solutions: the kernel's folder (a
-#: lesson's kernel starts in lessons/), then the lessons/ beside this package's
-#: source (an editable install or a checkout).
-SOLUTION_FOLDERS = (pathlib.Path("solutions"),
-                    pathlib.Path(__file__).resolve().parents[2] / "lessons" / "solutions")
+def solution_folders() -> list[pathlib.Path]:
+    """Where a solution is read from: ``solutions/`` in the kernel's folder, where
+    ``%load solutions/...`` finds it (a lesson's kernel starts in lessons/, or in
+    the learner's copy of it), then the course gaviz carries (a wheel's copy or
+    a checkout's lessons/)."""
+    from gaviz.lesson_files import lessons_folder
+
+    folders = [pathlib.Path("solutions")]
+    try:
+        folders.append(lessons_folder() / "solutions")
+    except FileNotFoundError:  # an install without its lessons: the kernel's folder only
+        pass
+    return folders
 
 
 def solution_code(solution_file: str) -> str | None:
-    """The code of ``lessons/solutions/<solution_file>``, or None when no folder has it."""
-    for folder in SOLUTION_FOLDERS:
+    """The code of ``solutions/<solution_file>``, or None when no folder has it."""
+    for folder in solution_folders():
         path = folder / solution_file
         if path.is_file():
             return path.read_text().rstrip("\n")
