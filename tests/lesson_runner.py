@@ -98,7 +98,19 @@ def red_outputs(notebook):
     return red
 
 
-def run_lesson(path, timeout=240, executed=None):
+def insert_after(notebook, inserted):
+    """Inserts code cells into ``notebook``: ``inserted`` maps the index of a
+    cell (from 0, over all cells, as the notebook is stored) to the sources of
+    the code cells to put after it, in order."""
+    for index in sorted(inserted, reverse=True):  # from the end: earlier indices stay valid
+        if not 0 <= index < len(notebook.cells):
+            raise ValueError(f"`inserted` must name cells of the notebook (0 to "
+                             f"{len(notebook.cells) - 1}). Received: index {index}")
+        notebook.cells[index + 1:index + 1] = [nbformat.v4.new_code_cell(source)
+                                               for source in inserted[index]]
+
+
+def run_lesson(path, timeout=240, executed=None, inserted=None):
     """Executes a copy of the notebook in a newcomer's kernel; returns a LessonRun.
 
     Args:
@@ -106,8 +118,12 @@ def run_lesson(path, timeout=240, executed=None):
         timeout: seconds any one cell may run.
         executed: a list that receives the executed notebook (the memory probe's
             cell removed), for a caller that saves it; None keeps nothing.
+        inserted: code cells to run too, as ``insert_after`` takes them (a
+            learner's solutions after the exercise cells); None runs the lesson
+            as stored. Code cell numbers in ``LessonRun.red`` count them.
     """
     notebook = nbformat.read(path, as_version=4)
+    insert_after(notebook, inserted or {})
     notebook.cells.append(nbformat.v4.new_code_cell(PEAK_PROBE))
     client = NotebookClient(
         notebook, timeout=timeout, kernel_name="python3",

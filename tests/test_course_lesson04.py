@@ -10,11 +10,12 @@ from gaviz.course import lesson04
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
 solution = importlib.import_module("solutions.04_reset")
+growth_solution = importlib.import_module("solutions.04_update_norms_grow")
 
 
 def test_the_solutions_pass():
     assert lesson04.reset.evaluate(solution.reset).status == "pass"
-    assert lesson04.update_norms_grow.evaluate(solution.update_norms_grow).status == "pass"
+    assert lesson04.update_norms_grow.evaluate(growth_solution.update_norms_grow).status == "pass"
 
 
 def test_the_stubs_are_not_attempted():

@@ -7,11 +7,12 @@ import sys
 from gaviz.course import lesson06
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
-solution = importlib.import_module("solutions.06_tail")
+solution = importlib.import_module("solutions.06_window_sizes")
+end_solution = importlib.import_module("solutions.06_end_of_epoch")
 
 
 def test_the_solutions_pass():
-    outcome = lesson06.end_of_epoch.evaluate(solution.end_of_epoch)
+    outcome = lesson06.end_of_epoch.evaluate(end_solution.end_of_epoch)
     assert outcome.status == "pass", outcome.message
     assert lesson06.window_sizes.evaluate(solution.window_sizes).status == "pass"
 

@@ -30,3 +30,12 @@ def test_replicas_forgotten_in_the_effective_batch_is_a_fault():
 def test_bad_input_accepted_is_a_fault():
     outcome = lesson10.batch_sizes.evaluate(lambda m, r: m * r, solution.effective_batch_size)
     assert outcome.status == "fail" and "should raise ValueError" in outcome.message
+
+
+def test_a_plan_prints_for_people():
+    from gaviz.course import gpu
+
+    plan = gpu.Plan(big_batch=8192, micro_batch_size=512, accumulation_steps=16,
+                    need_bytes=134184960.0)
+    assert str(plan) == ("a big batch of 8,192 needs about 128 MiB; "
+                         "the same update: 16 micro-batches of 512")

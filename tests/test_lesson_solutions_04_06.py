@@ -17,8 +17,9 @@ from helpers import make_mlp
 from reference import dataset_of, group_windows, micro_batches, train_big_batches
 
 reset_solution = importlib.import_module("solutions.04_reset")
-normalization_solution = importlib.import_module("solutions.05_normalization")
-tail_solution = importlib.import_module("solutions.06_tail")
+growth_solution = importlib.import_module("solutions.04_update_norms_grow")
+normalization_solution = importlib.import_module("solutions.05_window_loss")
+tail_solution = importlib.import_module("solutions.06_window_sizes")
 
 K = 3
 
@@ -69,7 +70,7 @@ def test_reset_makes_the_hand_loop_equal_big_batches(regression_data):
 
 
 def test_update_norms_grow_on_hand_made_sequences():
-    grow = reset_solution.update_norms_grow
+    grow = growth_solution.update_norms_grow
     assert grow([1.0, 2.0, 3.0, 4.0, 5.0]) is True
     assert grow([1.0, 0.9, 0.7, 0.7]) is False  # a healthy run's updates shrink
     assert grow([1.0, 1.5, 1.9]) is False  # rising, but not twice the first
@@ -85,8 +86,8 @@ def test_update_norms_grow_flags_missing_reset_and_not_exact(regression_data):
     result = gaviz.compare_with_exact(
         gaviz.PITFALLS["missing_reset"], make_mlp, lambda: keras.optimizers.SGD(1e-3), "mse", data, K
     )
-    assert reset_solution.update_norms_grow(result.update_norms) is True
-    assert reset_solution.update_norms_grow(result.exact_update_norms) is False
+    assert growth_solution.update_norms_grow(result.update_norms) is True
+    assert growth_solution.update_norms_grow(result.exact_update_norms) is False
 
 
 # ------------------------------------------------------ 05: normalization

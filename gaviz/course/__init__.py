@@ -10,6 +10,8 @@
   learner's piece, exact by ``gaviz.diagnose``).
 - :mod:`gaviz.course.graph`: lesson 08's Python drivers around the learner's graph
   window, and a fair clock; :mod:`gaviz.course.gpu`: lesson 10's device sizing.
+- :mod:`gaviz.course.text`: reports printed wrapped between words (``print_wrapped``);
+  :mod:`gaviz.course.figures`: log axes labelled in plain numbers (``readable_log_axis``).
 - ``gaviz.course.lessonNN``: each lesson's exercises, e.g.
   ``lesson04.reset.check(reset)``.
 """
@@ -19,6 +21,8 @@ from gaviz.course.loop import (Window, accumulation_epoch, apply_partial_window,
                                make_accumulators, max_difference, penalty_gradients, summed_loss,
                                update_sizes,
                                zero_accumulators)
+from gaviz.course.figures import readable_log_axis
+from gaviz.course.text import print_wrapped, wrapped
 from gaviz.measure import flat_weights
 
 __all__ = [
@@ -34,7 +38,10 @@ __all__ = [
     "make_accumulators",
     "max_difference",
     "penalty_gradients",
+    "print_wrapped",
+    "readable_log_axis",
     "summed_loss",
     "update_sizes",
+    "wrapped",
     "zero_accumulators",
 ]

@@ -6,7 +6,7 @@ to three lines::
     from gaviz.course import lesson04
     lesson04.reset.check(reset)     # pass, the specific fault, or "not attempted yet"
     lesson04.reset.hint()           # the next hint, without the answer
-    lesson04.reset.solution()       # where the solution is, for %load
+    lesson04.reset.solution()       # the solution's code, and the %load line that pastes it
 
 A checker is a plain function of the learner's answer. It returns the
 message shown on success, raises :class:`Incorrect` with the specific fault,
@@ -17,6 +17,7 @@ that raises ``NotImplementedError`` counts as not attempted too).
 from __future__ import annotations
 
 import html
+import pathlib
 import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -48,13 +49,15 @@ class Outcome:
     exercise: str
     status: str  # a key of _STYLE
     message: str
+    code: str = ""  # a solution's code, shown below the message
 
     def __bool__(self) -> bool:
         return self.status == "pass"
 
     def __str__(self) -> str:
         label, _ = _STYLE[self.status]
-        return f"{label} ({self.exercise}): {self.message}"
+        text = f"{label} ({self.exercise}): {self.message}"
+        return f"{text}\n\n{self.code}" if self.code else text
 
     __repr__ = __str__
 
@@ -63,7 +66,13 @@ class Outcome:
         return (f'<div style="border-left: 4px solid {colour}; padding: 2px 10px">'
                 f'<span style="color: {colour}; font-weight: bold">{label}</span> '
                 f'<span style="color: #57606a">({html.escape(self.exercise)})</span><br>'
-                f'{html.escape(self.message)}</div>')
+                f'{html.escape(self.message)}{self._code_html()}</div>')
+
+    def _code_html(self) -> str:
+        if not self.code:
+            return ""
+        return ('<pre style="background: #f6f8fa; padding: 6px 10px; margin: 6px 0 2px">'
+                f'<code>{html.escape(self.code)}</code></pre>')
 
 
 def show(outcome: Outcome) -> None:
@@ -124,10 +133,39 @@ class Exercise:
                      f"{number + 1} of {len(self.hints)}: {self.hints[number]}"))
 
     def solution(self) -> None:
-        """Shows where the solution is: ``%load`` it into a new cell."""
-        show(Outcome(self.name, "solution",
-                     f"run `%load solutions/{self.solution_file}` in a new cell, then run that "
-                     "cell and check again"))
+        """Shows the solution's code, and the ``%load`` line that pastes it into a cell."""
+        load = f"`%load solutions/{self.solution_file}`"
+        code = solution_code(self.solution_file)
+        if code is None:  # the lessons' folder is not at hand: say where the file is
+            show(Outcome(self.name, "solution", f"run {load} in a new cell (in the lessons/ "
+                         "folder), then run that cell and check again"))
+        else:
+            show(Outcome(self.name, "solution", f"{load} in a new cell pastes this code; run "
+                         "that cell, then check again", code))
+
+
+def solution_folders() -> list[pathlib.Path]:
+    """Where a solution is read from: ``solutions/`` in the kernel's folder, where
+    ``%load solutions/...`` finds it (a lesson's kernel starts in lessons/, or in
+    the learner's copy of it), then the course gaviz carries (a wheel's copy or
+    a checkout's lessons/)."""
+    from gaviz.lesson_files import lessons_folder
+
+    folders = [pathlib.Path("solutions")]
+    try:
+        folders.append(lessons_folder() / "solutions")
+    except FileNotFoundError:  # an install without its lessons: the kernel's folder only
+        pass
+    return folders
+
+
+def solution_code(solution_file: str) -> str | None:
+    """The code of ``solutions/<solution_file>``, or None when no folder has it."""
+    for folder in solution_folders():
+        path = folder / solution_file
+        if path.is_file():
+            return path.read_text().rstrip("\n")
+    return None
 
 
 def attempted(value, stub=None) -> None:

@@ -49,6 +49,11 @@ class Plan(NamedTuple):
     accumulation_steps: int
     need_bytes: float  # what the big batch's step would need
 
+    def __str__(self) -> str:
+        return (f"a big batch of {self.big_batch:,} needs about {self.need_bytes / 2**20:,.0f} MiB; "
+                f"the same update: {self.accumulation_steps} micro-batches of "
+                f"{self.micro_batch_size:,}")
+
 
 def plan_for(memory_bytes: int, per_sample: float, accumulation_steps: int) -> Plan:
     """Sizes derived from a device's memory: a big batch needing twice of it, and micro-batches

@@ -52,4 +52,4 @@ update_norms_grow = Exercise(
     "04 update_norms_grow", _check_update_norms_grow,
     hints=["`np.diff(norms) > 0` says, for each pair, whether the update grew.",
            "Both conditions must hold: every step rises, and norms[-1] >= factor * norms[0]."],
-    solution_file="04_reset.py")
+    solution_file="04_update_norms_grow.py")

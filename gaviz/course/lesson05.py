@@ -33,10 +33,10 @@ micro_loss = Exercise(
     hints=["`loss.call(y, y_pred)` gives one loss per sample: sum them, don't average them.",
            "Return the sum and the number of samples, `float(tf.shape(per_sample)[0])`: the "
            "loop adds the counts and divides the window once, by its own count."],
-    solution_file="05_normalization.py")
+    solution_file="05_micro_loss.py")
 
 window_loss = Exercise(
     "05 window_loss", _check_window_loss,
     hints=["Multiply each micro-batch's losses by its weights and add everything up.",
            "Divide that by the sum of all the weights of the window, once."],
-    solution_file="05_normalization.py")
+    solution_file="05_window_loss.py")

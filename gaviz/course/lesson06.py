@@ -59,11 +59,11 @@ end_of_epoch = Exercise(
     "06 end_of_epoch", _check_end_of_epoch,
     hints=["`window.micro_steps` says how many micro-batches the window holds.",
            "Call `update()` only when that is not zero: it divides by the window's sample count."],
-    solution_file="06_tail.py")
+    solution_file="06_end_of_epoch.py")
 
 window_sizes = Exercise(
     "06 window_sizes", _check_window_sizes,
     hints=["First list one epoch's micro-batch sizes: full ones, then the remainder if any.",
            "flush and drop cut each epoch on its own; carry joins all epochs' micro-batches into "
            "one list before cutting it into windows of k, then keeps only the full ones."],
-    solution_file="06_tail.py")
+    solution_file="06_window_sizes.py")

@@ -54,10 +54,3 @@ def window_sizes(num_samples, micro_batch_size, accumulation_steps, tail="flush"
         if tail != "carry":
             window = []
     return sizes
-
-
-def end_of_epoch(window, update):
-    """The repair of lesson 06's loop: a window still holding micro-batches when the
-    epoch ends is applied (``update()`` divides it by its own sample count)."""
-    if window.micro_steps:
-        update()

@@ -1,4 +1,4 @@
-"""Lesson 05 solutions: the exact loss of a window, and the mean of means it is not.
+"""Lesson 05 solution: the exact loss of a window, and the mean of means it is not.
 
 A window's loss is the loss of its effective batch: every weighted per-sample
 (or per-token) loss added up, divided once by the window's total weight::
@@ -11,7 +11,6 @@ total weight.
 """
 
 import numpy as np
-import tensorflow as tf
 
 
 def _weights_like(losses, weights):
@@ -60,10 +59,3 @@ def mean_of_means(per_sample_losses_list, weights_list=None):
         weights = _weights_like(losses, weights)
         means.append(float(np.sum(losses * weights) / np.sum(weights)))
     return float(np.mean(means))
-
-
-def micro_loss(loss, y, y_pred):
-    """The repair of lesson 05's loop: differentiate the micro-batch's *summed* loss and
-    add its sample count; the window then divides once, by its own count."""
-    per_sample = loss.call(y, y_pred)  # one loss per sample, not their mean
-    return tf.reduce_sum(per_sample), float(tf.shape(per_sample)[0])
