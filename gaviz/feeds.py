@@ -40,6 +40,11 @@ class WindowFunctions(NamedTuple):
     array_cursor: tf.Variable
 
 
+#: Data that comes in batches already (Keras's own kinds besides arrays):
+#: ``fit`` takes no ``y``, ``batch_size`` or ``sample_weight`` with it.
+BATCHED = (tf.data.Dataset, keras.utils.PyDataset, types.GeneratorType)
+
+
 def updates_per_epoch(micro_batches: int | None, accumulation_steps: int, tail: str,
                       carried: int = 0) -> int | None:
     """Updates in an epoch of ``micro_batches`` (None when unknown).

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import types
-
 import keras
-import tensorflow as tf
 
-from gaviz import _keras
+from gaviz import _keras, feeds
 
 
 class Validation:
@@ -23,7 +20,7 @@ class Validation:
         """None without data; raises ValueError for data of the wrong form."""
         if data is None:
             return None
-        if isinstance(data, (tf.data.Dataset, keras.utils.PyDataset, types.GeneratorType)):
+        if isinstance(data, feeds.BATCHED):
             return cls(data, None, None, None, freq, steps)  # batched already
         try:
             if not isinstance(data, (tuple, list)):
@@ -65,7 +62,7 @@ def split(x, y, sample_weight, validation_split, validation_data):
         )
     if not validation_split or validation_data is not None:
         return (x, y, sample_weight), validation_data
-    if isinstance(x, (tf.data.Dataset, keras.utils.PyDataset, types.GeneratorType)):
+    if isinstance(x, feeds.BATCHED):
         raise ValueError(
             "`validation_split` takes arrays apart, as in Model.fit; `x` is a "
             f"{type(x).__name__}: pass `validation_data` instead. "
