@@ -70,12 +70,12 @@ def check_backups(callbacks, keeps_sums: bool) -> None:
         )
 
 
-def check_not_yet(name, value, instead) -> None:
-    """Refuses an argument of ``Model.fit`` the trainer does not take yet."""
-    if value is not None:
+def check_epoch_ends(endless: bool, steps_per_epoch) -> None:
+    """Data that repeats forever needs ``steps_per_epoch`` to end an epoch."""
+    if endless and steps_per_epoch is None:
         raise ValueError(
-            f"`{name}` is not taken by AccumulationTrainer.fit yet: it would be ignored, "
-            f"so it is refused; {instead}. Received: {name}={value!r}"
+            "`x` repeats forever (a dataset after .repeat()), so an epoch would never end: "
+            "pass `steps_per_epoch`, the updates per epoch. Received: steps_per_epoch=None"
         )
 
 

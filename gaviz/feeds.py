@@ -141,6 +141,10 @@ class DatasetFeed:
         cardinality = int(self.dataset.cardinality())
         return cardinality if cardinality >= 0 else None
 
+    def endless(self) -> bool:
+        """Whether the dataset repeats forever (``dataset.repeat()``)."""
+        return int(self.dataset.cardinality()) == int(tf.data.INFINITE_CARDINALITY)
+
     def first(self):
         first = next(iter(self.dataset.take(1)), None)
         if first is None:
@@ -170,8 +174,11 @@ class ArrayFeed:
     def micro_batches(self) -> int:
         return -(-self.rows // self.batch_size)
 
+    def endless(self) -> bool:
+        return False
+
     def end_epoch(self) -> None:
-        """Nothing to do: each epoch draws its own row order."""
+        """Nothing to do: each pass draws its own row order."""
 
     def first(self):
         size = min(self.batch_size, self.rows)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 
 import keras
 import tensorflow as tf
@@ -18,9 +19,13 @@ from gaviz import checks, feeds
 from gaviz.history import History, NonFiniteUpdate, Update
 from gaviz.window import WindowResult
 
-def fit(trainer, feed, epochs, updates, callbacks, verbose, validation) -> History:
+def fit(trainer, feed, epochs, updates, callbacks, verbose, validation,
+        steps_per_epoch: int | None = None) -> History:
     """Trains ``trainer`` on ``feed`` for ``epochs`` (a range of epoch numbers
     counted from 1); see ``AccumulationTrainer.fit``.
+
+    With ``steps_per_epoch``, an epoch is that many updates, and a pass over
+    the data goes on across epochs, as in Keras's ``EpochIterator``.
 
     Keras's ``CallbackList`` drives ``callbacks`` (plus its History and,
     unless ``verbose`` is 0, its progress bar) as ``Model.fit`` does;
@@ -28,14 +33,14 @@ def fit(trainer, feed, epochs, updates, callbacks, verbose, validation) -> Histo
     ``on_train_end`` is called before it propagates.
     """
     verbose = checks.check_verbose(verbose)
-    steps = _updates_per_epoch(trainer, feed, epochs.start)
+    steps = steps_per_epoch or _updates_per_epoch(trainer, feed, epochs.start)
     history = History()  # Keras's History, as Model.fit adds it, with the updates too
     callback_list = keras.callbacks.CallbackList(
         [*_as_list(callbacks), history], add_history=False, add_progbar=verbose != 0,
         model=trainer.model, verbose=verbose, epochs=epochs.stop - 1, steps=steps,
     )
     run = _Run(trainer, updates, callback_list, history,
-               listening=bool(updates) or bool(callbacks))
+               listening=bool(updates) or bool(callbacks), steps_per_epoch=steps_per_epoch)
     trainer.stop_training = False
     trainer.model._initial_epoch = None
     callback_list.on_train_begin()
@@ -81,8 +86,12 @@ def _end_after_error(callback_list, logs):
 class _Run:
     """One ``fit`` call's records, callbacks, and the size of its graph calls."""
 
-    def __init__(self, trainer, updates, callback_list, history, listening):
+    def __init__(self, trainer, updates, callback_list, history, listening,
+                 steps_per_epoch=None):
         self.trainer = trainer
+        self.steps_per_epoch = steps_per_epoch
+        # With steps_per_epoch: the pass over the data an epoch left unfinished.
+        self.open_pass = None
         self.updates = updates
         self.callbacks = callback_list
         self.history = history
@@ -97,43 +106,81 @@ class _Run:
         """One epoch: its windows, then its logs, validation and callbacks."""
         trainer, model = self.trainer, self.trainer.model
         k = trainer.accumulation_steps_for(epoch)
-        steps = _updates_per_epoch(trainer, feed, epoch)
+        steps = self.steps_per_epoch or _updates_per_epoch(trainer, feed, epoch)
         if steps != self.callbacks.params.get("steps"):  # a schedule of k
             self.callbacks.set_params({**self.callbacks.params, "steps": steps})
         checks.check_epoch_length(feed.micro_batches(), k, trainer.tail)
         model.reset_metrics()
         self.callbacks.on_epoch_begin(epoch - 1)
-        consumed = self._calls(feed.epoch(), epoch, k)
+        consumed = self._windows_of_epoch(feed, epoch, k)
         feed.end_epoch()
         if consumed == 0 and not trainer.stop_training:
             raise ValueError(_empty_epoch_message(epoch))
-        checks.check_epoch_length(feed.micro_batches() or consumed, k, trainer.tail)
+        # An epoch of steps_per_epoch windows is not a pass: its length says nothing.
+        passed = consumed if self.steps_per_epoch is None else None
+        checks.check_epoch_length(feed.micro_batches() or passed, k, trainer.tail)
         logs = _logs(model)
         if validation is not None and validation.due(epoch):
             logs.update(validation.run(model, self.callbacks))
         self.callbacks.on_epoch_end(epoch - 1, logs)
         self.logs = logs
 
-    def _calls(self, call, epoch, k) -> int:
-        """Runs the windows of one epoch through ``call(max_windows, k)``;
-        returns the micro-batches consumed."""
+    def _windows_of_epoch(self, feed, epoch, k) -> int:
+        """Runs one epoch's windows; returns the micro-batches consumed.
+
+        Without ``steps_per_epoch`` an epoch is a pass over the data. With it,
+        the epoch runs that many windows, going on with the pass the last
+        epoch left open (a fresh one if that pass had just ended) and ending
+        early where the pass ends, as Keras does.
+        """
+        limit = self.steps_per_epoch
+        if limit is None:
+            return self._calls(feed.epoch(), epoch, k)[0]
+        continued = self.open_pass is not None
+        call = self.open_pass or feed.epoch()
+        consumed, windows, ended = self._calls(call, epoch, k, limit)
+        if continued and ended and consumed == 0:  # the open pass had no data left
+            call = feed.epoch()
+            consumed, windows, ended = self._calls(call, epoch, k, limit)
+        self.open_pass = None if ended else call
+        if ended and windows < limit and not self.trainer.stop_training:
+            warnings.warn(
+                f"`x` ran out of data after {windows} of steps_per_epoch={limit} updates "
+                f"in epoch {epoch}, so the epoch ended there (as in Model.fit); the next "
+                "epoch starts a new pass. Make a dataset that can give steps_per_epoch * "
+                "epochs windows (e.g. with .repeat()).",
+                UserWarning,
+                stacklevel=4,
+            )
+        return consumed
+
+    def _calls(self, call, epoch, k, limit=None) -> tuple[int, int, bool]:
+        """Runs windows through ``call(max_windows, k)`` until the data ends, or
+        ``limit`` windows (updates due) have run; returns the micro-batches
+        consumed, the windows due, and whether the data ended."""
         k_tensor = tf.constant(k, tf.int64)
-        consumed = step = 0
-        while not self.trainer.stop_training:
+        consumed = step = windows = 0
+        ended = False
+        while not self.trainer.stop_training and (limit is None or windows < limit):
             self.callbacks.on_train_batch_begin(step)
             started = time.perf_counter()
-            rows, done = call(self.windows.next(), k_tensor)
+            size = self.windows.next()
+            if limit is not None:
+                size = tf.minimum(size, limit - windows)
+            rows, done = call(size, k_tensor)
             rows = rows.numpy()[: int(done)]
             self.windows.observe(time.perf_counter() - started, len(rows))
             results = [WindowResult.unpack(row) for row in rows]
             consumed += sum(r.consumed for r in results)
+            windows += sum(r.due for r in results)
             applied = sum(self._record(result, epoch) for result in results)
             if applied:
                 step += applied
                 self.callbacks.on_train_batch_end(step - 1, _logs(self.trainer.model))
             if results[-1].exhausted:
+                ended = True
                 break
-        return consumed
+        return consumed, windows, ended
 
     def _record(self, result, epoch) -> bool:
         """Records an applied window as an Update (True), or raises on a non-finite one."""

@@ -362,7 +362,14 @@ class AccumulationTrainer(tf.Module):
                 of arrays instead, before shuffling, as Keras does.
             class_weight: as Keras's, turned into per-row weights by Keras's
                 own rule (arrays with one ``y``, datasets, PyDatasets).
-            steps_per_epoch: not taken yet (refused).
+            steps_per_epoch: updates per epoch (windows, each
+                ``accumulation_steps`` micro-batches), as Keras's counts steps
+                of its big batch: ``Model.fit(batch_size=k * b,
+                steps_per_epoch=n)`` is ``fit(batch_size=b, steps_per_epoch=n)``.
+                As in Keras, the next epoch goes on where the last one stopped
+                in the data, and an epoch ends early (with a warning) when a
+                pass over finite data ends; needed for a dataset that repeats
+                forever.
             shuffle: shuffle the rows of arrays each epoch (numpy's generator,
                 which ``keras.utils.set_random_seed`` seeds); a dataset keeps
                 its own order.
@@ -385,14 +392,15 @@ class AccumulationTrainer(tf.Module):
         initial_epoch = checks.check_int_at_least("initial_epoch", initial_epoch, 0)
         updates = checks.check_callbacks(on_update)
         checks.check_backups(callbacks, self.tail == "carry" or self.rule.sums_outlive_updates)
-        checks.check_not_yet("steps_per_epoch", steps_per_epoch,
-                             "pass the micro-batches of one epoch (dataset.take(n))")
+        if steps_per_epoch is not None:
+            steps_per_epoch = checks.check_positive_int("steps_per_epoch", steps_per_epoch)
         self._follow_compile()
         (x, y, sample_weight), validation_data = validation.split(
             x, y, sample_weight, validation_split, validation_data
         )
         feed = feeds.make_feed(x, y, batch_size, shuffle, sample_weight, self.model,
                                self.strategy, self._windows(), class_weight)
+        checks.check_epoch_ends(feed.endless(), steps_per_epoch)
         self._prepare(feed)
         checked = validation.Validation.make(
             validation_data, validation_batch_size or batch_size, validation_freq,
@@ -400,7 +408,7 @@ class AccumulationTrainer(tf.Module):
         )
         return fitting.fit(
             self, feed, range(initial_epoch + 1, epochs + 1), updates, callbacks, verbose,
-            checked,
+            checked, steps_per_epoch,
         )
 
     def _windows(self) -> feeds.WindowFunctions:

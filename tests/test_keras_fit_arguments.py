@@ -1,5 +1,6 @@
 """More of Model.fit's arguments: class_weight, validation_split, validation_steps,
-validation_batch_size, and a PyDataset or a generator as x and as validation_data.
+validation_batch_size, steps_per_epoch, and a PyDataset or a generator as x and as
+validation_data.
 Each run equals Model.fit(batch_size=K * B, shuffle=False) on the same data: the
 weights and every history.history entry."""
 
@@ -52,6 +53,10 @@ class Batches(keras.utils.PyDataset):
     def __getitem__(self, i):
         part = slice(i * self.size, (i + 1) * self.size)
         return self.x[part], self.y[part]
+
+
+def batches(x, y, size):
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(size)
 
 
 def generator(x, y, size):
@@ -141,13 +146,55 @@ def test_a_generator_as_x_and_as_validation_data():
     assert_same_run(ours, theirs, model, reference)
 
 
-def test_batched_data_takes_no_y_and_steps_per_epoch_is_refused_by_name():
+# steps_per_epoch counts updates, as Keras's counts steps of its big batch; an
+# epoch goes on where the last stopped, and ends early where a pass ends.
+
+
+@pytest.mark.parametrize("steps", [3, 6])  # within a pass (4 updates) and beyond it
+def test_steps_per_epoch_on_arrays(steps):
+    model, trainer, reference = pair()
+    with pytest.warns(UserWarning, match="ran out of data"):
+        ours = trainer.fit(X, Y, batch_size=B, epochs=4, shuffle=False, verbose=0,
+                           steps_per_epoch=steps)
+    theirs = reference.fit(X, Y, batch_size=K * B, epochs=4, shuffle=False, verbose=0,
+                           steps_per_epoch=steps)
+    assert_same_run(ours, theirs, model, reference)
+    assert ours.params["steps"] == theirs.params["steps"] == steps
+    assert len(ours.updates) == int(reference.optimizer.iterations)
+
+
+def test_steps_per_epoch_on_a_dataset_that_repeats():
+    model, trainer, reference = pair()
+    rows = 3 * K * B  # passes of whole windows, so both datasets repeat alike
+    ours = trainer.fit(batches(X[:rows], Y[:rows], B).repeat(), epochs=3, verbose=0,
+                       steps_per_epoch=2)
+    theirs = reference.fit(batches(X[:rows], Y[:rows], K * B).repeat(), epochs=3, verbose=0,
+                           steps_per_epoch=2)
+    assert_same_run(ours, theirs, model, reference)
+    assert len(ours.updates) == int(reference.optimizer.iterations) == 6
+
+
+def test_steps_per_epoch_goes_on_through_a_finite_dataset():
+    model, trainer, reference = pair()
+    ours = trainer.fit(batches(X, Y, B), epochs=4, verbose=0, steps_per_epoch=2)
+    theirs = reference.fit(batches(X, Y, K * B), epochs=4, verbose=0, steps_per_epoch=2)
+    assert_same_run(ours, theirs, model, reference)
+    assert len(ours.updates) == int(reference.optimizer.iterations) == 8
+
+
+def test_a_dataset_that_repeats_needs_steps_per_epoch():
+    _, trainer, _ = pair()
+    with pytest.raises(ValueError, match="`x` repeats forever.*pass `steps_per_epoch`"):
+        trainer.fit(batches(X, Y, B).repeat(), epochs=1, verbose=0)
+    with pytest.raises(ValueError, match="`steps_per_epoch` must be an integer >= 1"):
+        trainer.fit(X, Y, batch_size=B, steps_per_epoch=0)
+
+
+def test_batched_data_takes_no_y_and_the_split_needs_arrays():
     _, trainer, _ = pair()
     with pytest.raises(ValueError, match="`y` must be None when `x` is a PyDataset"):
         trainer.fit(Batches(X, Y, B), Y)
     with pytest.raises(ValueError, match="`validation_split` takes arrays apart"):
         trainer.fit(Batches(X, Y, B), validation_split=0.2)
-    with pytest.raises(ValueError, match="`steps_per_epoch` is not taken"):
-        trainer.fit(X, Y, batch_size=B, steps_per_epoch=2)
     with pytest.raises(ValueError, match="`validation_split` must be a fraction"):
         trainer.fit(X, Y, batch_size=B, validation_split=1.5)
