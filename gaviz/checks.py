@@ -132,7 +132,7 @@ def check_model(model):
             f"of type {type(model).__name__}"
         )
     for method, instead in _OWN_STEPS.items():
-        owner = _overridden(model, method)
+        owner = overridden(model, method)
         if owner is not None:
             raise ValueError(
                 f"`model` overrides {method} ({owner}.{method}), which the trainer cannot "
@@ -144,14 +144,12 @@ def check_model(model):
 #: Keras's steps a model may override, and what to do instead with gaviz.
 _OWN_STEPS = {
     "train_step": "Train this model with Model.fit, or move what your train_step adds into "
-                  "the model (add_loss) or its compiled loss and metrics.",
-    "compute_loss": "Pass your loss to compile as a keras.losses.Loss (or a function of "
-                    "(y_true, y_pred) returning per-sample losses), which the trainer sums "
-                    "exactly, or train this model with Model.fit.",
+                  "compute_loss (honoured when it is a mean over the batch's rows), the "
+                  "model (add_loss) or its compiled loss and metrics.",
 }
 
 
-def _overridden(model, method) -> str | None:
+def overridden(model, method) -> str | None:
     """The class outside Keras that overrides Keras's ``method`` on ``model``, if any."""
     for cls in type(model).__mro__:
         if method in vars(cls):

@@ -25,8 +25,9 @@ class MicroStep:
     micro-batch: their sums and counts add up to the big batch's.
     """
 
-    def __init__(self, model, optimizer, objective: Objective):
+    def __init__(self, model, optimizer, objective: Objective, own_loss=None):
         self.model, self.optimizer, self.objective = model, optimizer, objective
+        self.own_loss = own_loss  # an OwnLoss: the model's compute_loss, not the compiled one
         self.loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
     def variables(self) -> list:
@@ -39,14 +40,22 @@ class MicroStep:
         with tf.GradientTape() as tape:
             y_pred = self.model(x, training=True)
             with tf.name_scope("loss"):
-                micro = self.objective.micro(y, y_pred, sample_weight)
-                loss_sum = micro.loss_sum + self._forward_loss_sum(y_pred)
+                micro, loss_sum = self._loss(x, y, y_pred, sample_weight)
             scaled, per = self._scaled(loss_sum, micro.normalizer, accumulation_steps)
         grads = gradients(tape, scaled, self.model.trainable_variables)
         if per is not None:  # back to the gradient of the sum, in float32
             grads = [g * tf.cast(per, g.dtype) for g in grads]
         self._update_metrics(y, y_pred, sample_weight, micro)
         return WindowSums(grads, loss_sum, micro.sample_count, micro.normalizer, micro.rows)
+
+    def _loss(self, x, y, y_pred, sample_weight):
+        """``(micro, loss_sum)``: the micro-batch's MicroLoss and everything its
+        loss sum holds (the model's own compute_loss holds the added losses)."""
+        if self.own_loss is not None:
+            micro = self.own_loss.micro(x, y, y_pred, sample_weight)
+            return micro, micro.loss_sum
+        micro = self.objective.micro(y, y_pred, sample_weight)
+        return micro, micro.loss_sum + self._forward_loss_sum(y_pred)
 
     def _scaled(self, loss_sum, normalizer, accumulation_steps):
         """What the tape differentiates: ``(loss, per)``, the gradient of the

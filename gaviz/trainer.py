@@ -19,6 +19,7 @@ from gaviz import validation, window_loop
 from gaviz.history import History, Update
 from gaviz.micro_step import MicroStep, unpack, warn_added_losses
 from gaviz.objective import Objective
+from gaviz.own_loss import OwnLoss
 from gaviz.state import TrainerState
 from gaviz.window import WindowSums
 from gaviz.window_loop import Hooks, WindowLoop
@@ -61,6 +62,10 @@ class AccumulationTrainer(tf.Module):
             y_pred)`` returning per-sample losses, or a dict or list of them
             for several outputs. Its ``reduction`` is honoured; Keras masks
             (``Embedding(mask_zero=True)``, ``ignore_class``) are applied.
+            A model that overrides ``compute_loss`` trains with its own,
+            which must be a mean over the batch's rows (``gaviz.own_loss``
+            says why; one that is not is refused); one that overrides
+            ``train_step`` is refused.
         accumulation_steps: micro-batches per update: an int >= 1, or a
             callable ``epoch -> int`` (epochs count from 1) for a schedule
             such as a batch-size warm-up. Read once per epoch (a window never
@@ -170,9 +175,10 @@ class AccumulationTrainer(tf.Module):
 
     def _window_loop(self) -> WindowLoop:
         """The graph code, built from its parts."""
-        micro_step = MicroStep(self.model, self.optimizer, self.objective)
+        micro_step = MicroStep(self.model, self.optimizer, self.objective, self.own_loss)
         update = WindowUpdate(
-            self.model, self.optimizer, self.objective, self.rule, self.state.skipped_windows
+            self.model, self.optimizer, self.objective, self.rule, self.state.skipped_windows,
+            own_loss=self.own_loss is not None,
         )
         hooks = Hooks(self.on_micro_batch, self.reduce_window, self.next_window)
         return WindowLoop(
@@ -192,6 +198,8 @@ class AccumulationTrainer(tf.Module):
         self.objective = Objective(
             self.model._compile_loss, getattr(self.model, "output_names", None), normalize
         )
+        owner = checks.overridden(self.model, "compute_loss")
+        self.own_loss = None if owner is None else OwnLoss(self.model, owner)
 
     def _build(self, after_restore: bool = True):
         """Creates optimizer slots, and the carried window's sums if needed
@@ -329,8 +337,9 @@ class AccumulationTrainer(tf.Module):
 
     @property
     def normalize(self) -> str:
-        """What a window is divided by: ``"samples"``, ``"weights"`` or ``"sum"``."""
-        return self.objective.normalize
+        """What a window is divided by: ``"samples"``, ``"weights"`` or ``"sum"``
+        (``"samples"``, its rows, for a model's own compute_loss)."""
+        return (self.own_loss or self.objective).normalize
 
     def fit(self, x, y=None, batch_size: int | None = None, epochs: int = 1, verbose="auto",
             callbacks=None, validation_data=None, shuffle: bool = True, sample_weight=None,
@@ -449,6 +458,8 @@ class AccumulationTrainer(tf.Module):
                 raise ValueError("`model` has no trainable variables: nothing to train.")
             self._build()
         self.objective.build(y, y_pred)
+        if self.own_loss is not None:
+            self.own_loss.check(x, y, y_pred, sample_weight)
         with self.strategy.scope():
             # Keras's own build of compiled metrics and loss trackers (their
             # variables must exist before the graph is traced).
