@@ -1,6 +1,12 @@
-"""Keras's own data handling, reached where gaviz must: every private Keras name
-gaviz uses for ``fit``'s data arguments is reached here, beside the Keras file
-it mirrors, so that ``fit`` turns them into batches exactly as ``Model.fit`` does.
+"""The door to Keras's private names: every one gaviz uses is reached here,
+beside the Keras source file it mirrors, and nowhere else.
+
+Keras's public API does not expose what an exact accumulation trainer must
+share with ``Model.fit``: the compiled loss and metrics, the loss tracker,
+the data adapters, the optimizer's clipping and learning-rate schedule. A
+newer (or older) Keras may rename any of them; :data:`NAMES` and
+:data:`ATTRIBUTES` list them so that tests/test_keras_door.py fails by name
+on a Keras that lacks one, instead of a trainer failing somewhere inside.
 """
 
 from __future__ import annotations
@@ -16,6 +22,100 @@ from keras.src.trainers.data_adapters.data_adapter_utils import class_weight_to_
 # keras/src/trainers/data_adapters/tf_dataset_adapter.py: class_weight mapped onto a dataset.
 from keras.src.trainers.data_adapters.tf_dataset_adapter import make_class_weight_map_fn
 
-#: Every private Keras name above (tests check each is there).
+#: The private functions imported above (tests check each is there).
 NAMES = ("get_data_adapter", "train_validation_split", "class_weight_to_sample_weights",
          "make_class_weight_map_fn")
+
+
+# keras/src/trainers/trainer.py: what Trainer.compile sets on a model, and
+# Trainer._symbolic_build, which builds them before the first step.
+
+def compile_loss(model):
+    """The model's ``CompileLoss`` (None when compiled without a loss)."""
+    return model._compile_loss
+
+
+def compile_metrics(model):
+    """The model's ``CompileMetrics`` (None when compiled without metrics)."""
+    return model._compile_metrics
+
+
+def loss_tracker(model):
+    """The ``Mean`` metric behind the model's logged ``loss``."""
+    return model._loss_tracker
+
+
+def symbolic_build(model, data_batch) -> None:
+    """Builds the compiled loss, metrics and trackers on one batch, as ``fit`` does."""
+    model._symbolic_build(data_batch=data_batch)
+
+
+# keras/src/backend/tensorflow/trainer.py (fit) and
+# keras/src/callbacks/backup_and_restore.py: where a resumed fit starts.
+
+def set_initial_epoch(model, epoch) -> None:
+    """What BackupAndRestore reads and writes when it resumes (None: nothing)."""
+    model._initial_epoch = epoch
+
+
+def initial_epoch(model):
+    return getattr(model, "_initial_epoch", None)
+
+
+# keras/src/trainers/compile_utils.py: CompileLoss.
+
+def user_loss(compiled):
+    """The ``loss`` that ``compile`` was given."""
+    return compiled._user_loss
+
+
+def flat_losses(compiled) -> list:
+    """``(path, loss, weight, name)`` per output, once built."""
+    return compiled._flat_losses
+
+
+def build_structures(compiled) -> tuple:
+    """``(y_true, y_pred)`` structures the compiled loss was built with."""
+    return compiled._y_true_build_structure, compiled._y_pred_build_structure
+
+
+# keras/src/layers/layer.py: a layer's sublayers and the losses its last call added.
+
+def flatten_layers(model):
+    """Every layer of ``model`` (itself included), as Keras walks them."""
+    return model._flatten_layers()
+
+
+def own_losses(layer) -> list:
+    """The losses ``layer`` itself added in its last call (not its sublayers')."""
+    return layer._get_own_losses()
+
+
+# keras/src/optimizers/base_optimizer.py: clipping, and the learning rate a
+# schedule gives (``_get_current_learning_rate`` calls
+# ``_learning_rate(iterations)``, or ``_learning_rate()`` when callable alone).
+
+def clip_gradients(optimizer, grads) -> list:
+    """``grads`` clipped by the optimizer's ``clipnorm``, ``clipvalue``, ``global_clipnorm``."""
+    return optimizer._clip_gradients(grads)
+
+
+def learning_rate_source(optimizer):
+    """The optimizer's learning rate, variable or schedule, as it reads it."""
+    return optimizer._learning_rate
+
+
+def set_learning_rate_source(optimizer, source) -> None:
+    optimizer._learning_rate = source
+
+
+#: Private attributes, by the Keras object that holds them: each must be on
+#: such an object (tests/test_keras_door.py builds one of each and checks).
+ATTRIBUTES = {
+    "compiled model": ("_compile_loss", "_compile_metrics", "_loss_tracker",
+                       "_symbolic_build", "_flatten_layers"),
+    "built CompileLoss": ("_user_loss", "_flat_losses", "_y_true_build_structure",
+                          "_y_pred_build_structure"),
+    "layer": ("_get_own_losses",),
+    "optimizer": ("_clip_gradients", "_learning_rate"),
+}

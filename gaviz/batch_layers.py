@@ -12,13 +12,15 @@ import warnings
 
 import keras
 
+from gaviz import _keras
+
 #: In training, these normalize with the statistics of the batch they are given.
 BATCH_DEPENDENT = (keras.layers.BatchNormalization,)
 
 
 def batch_dependent_layers(model) -> list[str]:
     """The names of ``model``'s layers that see each micro-batch's statistics."""
-    return [layer.name for layer in model._flatten_layers()
+    return [layer.name for layer in _keras.flatten_layers(model)
             if isinstance(layer, BATCH_DEPENDENT) and layer.trainable]
 
 

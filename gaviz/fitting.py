@@ -15,7 +15,7 @@ import warnings
 import keras
 import tensorflow as tf
 
-from gaviz import checks, feeds
+from gaviz import _keras, checks, feeds
 from gaviz.history import History, NonFiniteUpdate, Update
 from gaviz.window import WindowResult
 
@@ -42,10 +42,10 @@ def fit(trainer, feed, epochs, updates, callbacks, verbose, validation,
     run = _Run(trainer, updates, callback_list, history,
                listening=bool(updates) or bool(callbacks), steps_per_epoch=steps_per_epoch)
     trainer.stop_training = False
-    trainer.model._initial_epoch = None
+    _keras.set_initial_epoch(trainer.model, None)
     callback_list.on_train_begin()
     # BackupAndRestore, resuming, sets where to start (0-based, as Keras).
-    resume_at = getattr(trainer.model, "_initial_epoch", None)
+    resume_at = _keras.initial_epoch(trainer.model)
     if resume_at:
         epochs = range(max(resume_at + 1, epochs.start), epochs.stop)
     try:

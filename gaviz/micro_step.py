@@ -12,6 +12,7 @@ import warnings
 import keras
 import tensorflow as tf
 
+from gaviz import _keras
 from gaviz.objective import Objective
 from gaviz.window import WindowSums
 
@@ -76,9 +77,10 @@ class MicroStep:
 
     def _update_metrics(self, y, y_pred, sample_weight, micro):
         """Keras's compiled metrics and per-output loss trackers, on one micro-batch."""
-        if self.model._compile_metrics is not None:
-            self.model._compile_metrics.update_state(y, y_pred, sample_weight)
-        for tracker, mean in zip(self.model._compile_loss.metrics, micro.output_means):
+        metrics = _keras.compile_metrics(self.model)
+        if metrics is not None:
+            metrics.update_state(y, y_pred, sample_weight)
+        for tracker, mean in zip(_keras.compile_loss(self.model).metrics, micro.output_means):
             tracker.update_state(mean, sample_weight=micro.rows)
 
     def _forward_loss_sum(self, y_pred):
@@ -100,8 +102,8 @@ class MicroStep:
 def added_loss_layers(model) -> list[str]:
     """The layers whose last call added a loss with ``add_loss`` (activity
     regularizers aside, which Keras adds as means over the batch)."""
-    return [layer.name for layer in model._flatten_layers()
-            if layer.activity_regularizer is None and layer._get_own_losses()]
+    return [layer.name for layer in _keras.flatten_layers(model)
+            if layer.activity_regularizer is None and _keras.own_losses(layer)]
 
 
 def warn_added_losses(model, stacklevel: int = 3) -> None:
@@ -127,7 +129,7 @@ def clip_mean_gradient(micro: WindowSums, optimizer) -> WindowSums:
     """The micro-batch's mean gradient clipped by ``optimizer``, back as a sum."""
     normalizer = micro.normalizer
     mean = [tf.math.divide_no_nan(g, tf.cast(normalizer, g.dtype)) for g in micro.gradients]
-    clipped = optimizer._clip_gradients(mean)  # Keras's own clipping rules
+    clipped = _keras.clip_gradients(optimizer, mean)  # Keras's own clipping rules
     return micro._replace(gradients=[g * tf.cast(normalizer, g.dtype) for g in clipped])
 
 

@@ -30,7 +30,7 @@ import keras
 import tensorflow as tf
 from keras import tree
 
-from gaviz import checks, window
+from gaviz import _keras, checks, window
 
 #: What each Keras reduction divides a window by (``normalize``'s values).
 REDUCTION_NORMALIZE = {
@@ -78,7 +78,7 @@ class Objective:
     """Keras's compiled loss for ``model``, as per-micro-batch sums.
 
     Args:
-        compile_loss: the model's ``CompileLoss`` (``model._compile_loss``).
+        compile_loss: the model's ``CompileLoss`` (``_keras.compile_loss(model)``).
         output_names: the model's output names (for dict targets).
         normalize: the trainer's ``normalize`` argument (None: from the
             losses' reductions).
@@ -91,7 +91,7 @@ class Objective:
         self.terms: list[Term] = []
         # Resolved once, from the losses compile was given: a reduction is
         # known before the losses are built on data.
-        self._normalize = self._normalization(_given_reductions(compile_loss._user_loss))
+        self._normalize = self._normalization(_given_reductions(_keras.user_loss(compile_loss)))
 
     @property
     def normalize(self) -> str:
@@ -116,17 +116,17 @@ class Objective:
                 raise ValueError(
                     "`loss` does not fit the model's outputs: "
                     f"{_structure(y_pred)} (outputs) against `loss`="
-                    f"{self.compile_loss._user_loss!r}: {error}"
+                    f"{_keras.user_loss(self.compile_loss)!r}: {error}"
                 ) from None
         y_true, y_pred = self._as_built(y_true, y_pred)
-        flat = self.compile_loss._flat_losses
+        flat = _keras.flat_losses(self.compile_loss)
         terms = []
         for path, loss, weight, name in flat:
             if tree.is_nested(_at(path, y_pred)) or tree.is_nested(_at(path, y_true)):
                 raise ValueError(
                     "`loss` does not fit the model's outputs: give one loss per output, "
                     f"or a dict keyed by output name. Received `loss`="
-                    f"{self.compile_loss._user_loss!r} for outputs {_structure(y_pred)}."
+                    f"{_keras.user_loss(self.compile_loss)!r} for outputs {_structure(y_pred)}."
                 )
             values, mask = _checked_values(loss, _at(path, y_true), _at(path, y_pred))
             per_row = None
@@ -211,8 +211,7 @@ class Objective:
 
     def _as_built(self, y_true, y_pred):
         """Both in the structures Keras's CompileLoss was built with."""
-        built_pred = self.compile_loss._y_pred_build_structure
-        built_true = self.compile_loss._y_true_build_structure
+        built_true, built_pred = _keras.build_structures(self.compile_loss)
         if built_pred is not None and tree.is_nested(built_pred):
             y_pred = _repack(built_pred, y_pred)
             y_true = _repack(built_true, y_true)

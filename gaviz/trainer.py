@@ -14,7 +14,7 @@ from typing import Callable, Iterable
 
 import tensorflow as tf
 
-from gaviz import _tensorflow, batch_layers, call_size, checks, compiling, feeds, fitting, rules
+from gaviz import _keras, _tensorflow, batch_layers, call_size, checks, compiling, feeds, fitting, rules
 from gaviz import validation, window_loop
 from gaviz.history import History, Update
 from gaviz.micro_step import MicroStep, unpack, warn_added_losses
@@ -183,7 +183,7 @@ class AccumulationTrainer(tf.Module):
         hooks = Hooks(self.on_micro_batch, self.reduce_window, self.next_window)
         return WindowLoop(
             micro_step, update, self.state, self.strategy, hooks, self.rule, self.tail,
-            loss_tracker=self.model._loss_tracker, capacity=self.call_size.capacity,
+            loss_tracker=_keras.loss_tracker(self.model), capacity=self.call_size.capacity,
             xla=window_loop.xla_mode(self.model, self.jit_compile),
         )
 
@@ -196,7 +196,8 @@ class AccumulationTrainer(tf.Module):
         checks.check_optimizer(compiled.optimizer)
         self.optimizer, self.loss = compiled.optimizer, compiled.loss
         self.objective = Objective(
-            self.model._compile_loss, getattr(self.model, "output_names", None), normalize
+            _keras.compile_loss(self.model), getattr(self.model, "output_names", None),
+            normalize,
         )
         owner = checks.overridden(self.model, "compute_loss")
         self.own_loss = None if owner is None else OwnLoss(self.model, owner)
@@ -234,7 +235,7 @@ class AccumulationTrainer(tf.Module):
         """
         model = self.model
         recompiled = (model.optimizer is not self.optimizer
-                      or model._compile_loss is not self.objective.compile_loss)
+                      or _keras.compile_loss(model) is not self.objective.compile_loss)
         if recompiled:
             if int(self.state.micro_steps_in_window.numpy()) > 0:
                 raise ValueError(
@@ -463,6 +464,6 @@ class AccumulationTrainer(tf.Module):
         with self.strategy.scope():
             # Keras's own build of compiled metrics and loss trackers (their
             # variables must exist before the graph is traced).
-            self.model._symbolic_build(data_batch=tuple(first))
+            _keras.symbolic_build(self.model, tuple(first))
         self._checked_spec = feed.element_spec
 

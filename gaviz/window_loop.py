@@ -23,7 +23,7 @@ from typing import Callable, NamedTuple
 import keras
 import tensorflow as tf
 
-from gaviz import rules, sources, window
+from gaviz import _keras, rules, sources, window
 from gaviz.micro_step import MicroStep, clip_mean_gradient, unpack
 from gaviz.state import TrainerState
 from gaviz.window import WindowResult, WindowSums
@@ -282,7 +282,7 @@ def _slow_in_a_cpu_xla_loop(model) -> list[str]:
     would slow down: convolutions, when TensorFlow sees no GPU."""
     if tf.config.list_logical_devices("GPU"):
         return []
-    return sorted({type(layer).__name__ for layer in model._flatten_layers()
+    return sorted({type(layer).__name__ for layer in _keras.flatten_layers(model)
                    if isinstance(layer, _SLOW_IN_A_CPU_XLA_LOOP)})
 
 

@@ -13,7 +13,7 @@ import contextlib
 import keras
 import tensorflow as tf
 
-from gaviz import rules, window
+from gaviz import _keras, rules, window
 from gaviz.micro_step import gradients, regularized_weights
 from gaviz.objective import Objective
 from gaviz.window import WindowSums
@@ -99,17 +99,16 @@ def _schedule_read_at(optimizer, step):
     """Meanwhile (at trace time), ``optimizer``'s learning-rate schedule reads
     ``step`` instead of the optimizer's count of updates (None: unchanged).
 
-    Keras's optimizers read a schedule as ``_learning_rate(_iterations)``
-    (``keras/src/optimizers/base_optimizer.py``, ``_get_current_learning_rate``);
-    a callable ``_learning_rate`` is called with no argument instead.
+    Keras's optimizers read a schedule as ``_learning_rate(_iterations)``, and
+    a callable ``_learning_rate`` with no argument (see gaviz/_keras.py).
     """
     inner = getattr(optimizer, "inner_optimizer", optimizer)
-    schedule = inner._learning_rate
+    schedule = _keras.learning_rate_source(inner)
     if step is None or not isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
         yield
         return
-    inner._learning_rate = lambda: schedule(step)
+    _keras.set_learning_rate_source(inner, lambda: schedule(step))
     try:
         yield
     finally:
-        inner._learning_rate = schedule
+        _keras.set_learning_rate_source(inner, schedule)
