@@ -11,7 +11,7 @@ VENV_BINDER := .venv-binder
 # tensorflow (default), and-cuda (NVIDIA GPUs on Linux) or tensorflow-cpu.
 TF_EXTRA ?= tensorflow
 
-.PHONY: lab test demo bench binder-check docs docs-check clean
+.PHONY: lab test test-oldest demo bench binder-check docs docs-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,24 @@ lab: $(STAMP_LAB)
 
 test: $(STAMP_TEST)
 	$(BIN)/python -m pytest
+
+# The oldest TensorFlow and Keras pyproject.toml allows (its lower bounds, pinned
+# by .ci/lowest_pins.py), in an environment of their own, run the exactness and
+# Keras-convention tests: the versions gaviz claims are versions it tests.
+VENV_OLDEST := .venv-oldest
+OLDEST_TESTS := tests/test_exactness.py tests/test_keras_fit_exact.py \
+	tests/test_keras_fit_arguments.py tests/test_keras_callbacks.py \
+	tests/test_every_optimizer.py tests/test_recompiling.py tests/test_custom_steps.py \
+	tests/test_keras_door.py tests/test_training_contract.py \
+	tests/test_precision_and_memory.py tests/test_tokens_and_batchnorm.py
+
+test-oldest:
+	test -x $(VENV_OLDEST)/bin/python || $(PYTHON) -m venv $(VENV_OLDEST)
+	$(VENV_OLDEST)/bin/python -m pip install --quiet -e ".[tensorflow-cpu]" pytest \
+		$$($(PYTHON) .ci/lowest_pins.py tensorflow-cpu)
+	$(VENV_OLDEST)/bin/python -c "import tensorflow as tf, keras; \
+		print('oldest pair: TensorFlow', tf.__version__, '/ Keras', keras.__version__)"
+	$(VENV_OLDEST)/bin/python -m pytest -p no:cacheprovider $(OLDEST_TESTS)
 
 demo: $(STAMP_TEST)
 	$(BIN)/python -m gaviz compare --steps 1 2 4 8 --out curves.png
@@ -84,4 +102,4 @@ docs-check: docs $(STAMP_TEST)
 	GAVIZ_DOCS_SITE=$(DOCS_HTML) $(BIN)/python -m pytest tests/browser/test_docs_site.py
 
 clean:
-	rm -rf $(VENV) $(VENV_BINDER) *.egg-info .pytest_cache
+	rm -rf $(VENV) $(VENV_BINDER) $(VENV_OLDEST) *.egg-info .pytest_cache

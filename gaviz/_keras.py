@@ -11,6 +11,10 @@ on a Keras that lacks one, instead of a trainer failing somewhere inside.
 
 from __future__ import annotations
 
+import re
+
+import keras
+
 # keras/src/trainers/data_adapters/__init__.py: Model.fit's choice of adapter
 # (arrays, tf.data, PyDataset, generators, ...), with class_weight.
 from keras.src.trainers.data_adapters import get_data_adapter
@@ -21,6 +25,27 @@ from keras.src.trainers.data_adapters.array_slicing import train_validation_spli
 from keras.src.trainers.data_adapters.data_adapter_utils import class_weight_to_sample_weights
 # keras/src/trainers/data_adapters/tf_dataset_adapter.py: class_weight mapped onto a dataset.
 from keras.src.trainers.data_adapters.tf_dataset_adapter import make_class_weight_map_fn
+
+#: The oldest Keras gaviz runs on (pyproject.toml's bound; CI runs it). Keras
+#: 3.14 adds an activity regularizer's loss as a mean over the batch
+#: (keras/src/layers/layer.py, Layer.__call__); before, as a sum, which
+#: the trainer would weigh 1/k of what Model.fit does.
+MINIMUM_VERSION = (3, 14, 0)
+
+
+def check_version(version: str | None = None) -> None:
+    """Refuses a Keras older than :data:`MINIMUM_VERSION`."""
+    version = keras.__version__ if version is None else version
+    found = tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+    if found < MINIMUM_VERSION:
+        minimum = ".".join(map(str, MINIMUM_VERSION))
+        raise ImportError(
+            f"gaviz needs Keras >= {minimum}: older Keras adds activity regularizers' "
+            "losses as sums over the batch, which the trainer would weigh differently "
+            f"from Model.fit. Received: Keras {version}. Upgrade it: "
+            f"pip install 'keras>={minimum}'"
+        )
+
 
 #: The private functions imported above (tests check each is there).
 NAMES = ("get_data_adapter", "train_validation_split", "class_weight_to_sample_weights",

@@ -37,7 +37,9 @@ import sys
 import tempfile
 import warnings
 
-MINIMUM_VERSION = (2, 16)  # the first TensorFlow with Keras 3
+#: The oldest TensorFlow gaviz runs on: pyproject.toml's bound, which CI tests
+#: (make test-oldest, with the oldest Keras, gaviz._keras.MINIMUM_VERSION).
+MINIMUM_VERSION = (2, 16, 2)
 
 INSTALL_HELP = (
     "Install one TensorFlow distribution (version >= {minimum}) next to gaviz, for example:\n"
@@ -171,9 +173,9 @@ def native_log_filtered():
                 python_stderr.flush()
 
 
-def _version_tuple(version: str) -> tuple[int, int]:
-    major, minor = re.match(r"(\d+)\.(\d+)", version).groups()
-    return int(major), int(minor)
+def _version_tuple(version: str) -> tuple[int, ...]:
+    """``"2.16.2"`` as ``(2, 16, 2)`` (a release candidate's suffix ignored)."""
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
 
 
 def check_installed():

@@ -151,6 +151,7 @@ class AccumulationTrainer(tf.Module):
         loss_weights=None,
     ):
         super().__init__(name="accumulation_trainer")
+        _keras.check_version()
         checks.check_model(model)
         self.strategy = checks.check_strategy(strategy, model)
         if optimizer is not None:

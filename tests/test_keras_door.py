@@ -62,3 +62,10 @@ def test_no_other_module_reads_a_private_keras_attribute():
               for path in gaviz_modules()}
     others = {path: names for path, names in others.items() if names}
     assert not others, f"private Keras attributes read outside gaviz/_keras.py: {others}"
+
+
+def test_an_older_keras_is_refused_by_version():
+    _keras.check_version()  # the installed one
+    _keras.check_version("3.14.0")
+    with pytest.raises(ImportError, match=r"gaviz needs Keras >= 3\.14\.0.*Received: Keras 3\.13\.2"):
+        _keras.check_version("3.13.2")

@@ -124,3 +124,17 @@ def test_every_public_name_resolves_and_the_old_alias_is_gone():
         assert getattr(gaviz, name) is not None, name
     assert set(gaviz.__all__) <= set(dir(gaviz))
     assert not hasattr(gaviz, "Run")  # the old name of gaviz.RunResult
+
+
+def test_the_oldest_pair_ci_runs_is_pyprojects_lower_bounds():
+    """make test-oldest installs exactly pyproject's lower bounds, which are the
+    versions gaviz checks for at run time."""
+    from gaviz import _keras
+
+    pins = subprocess.run([sys.executable, ".ci/lowest_pins.py", "tensorflow-cpu"], cwd=ROOT,
+                          capture_output=True, text=True, check=True).stdout.split()
+    keras_minimum = ".".join(map(str, _keras.MINIMUM_VERSION))
+    assert pins == [f"keras=={keras_minimum}", f"tensorflow-cpu=={MINIMUM}"]
+    makefile = (ROOT / "Makefile").read_text()
+    assert "$$($(PYTHON) .ci/lowest_pins.py tensorflow-cpu)" in makefile.split("test-oldest:")[1]
+    assert "make test-oldest" in (ROOT / ".ci" / "run").read_text()
