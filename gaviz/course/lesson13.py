@@ -23,7 +23,7 @@ import keras
 import tensorflow as tf
 
 from gaviz.course import corpus, language_model
-from gaviz.course.exercise import Exercise, Incorrect, attempted
+from gaviz.course.exercise import Exercise, Incorrect, attempted, solution_code
 from gaviz.course.graph import run_windows
 from gaviz.course.loop import max_difference
 
@@ -53,7 +53,7 @@ class Fault(NamedTuple):
 
 
 _MASK = "multiply the per-token losses by the mask (inputs != 0) before summing"
-FAULTS = [
+_FAULTS = [
     Fault("normalized by samples", True, "samples",
           "normalized by samples: the update divides the window's summed token losses by its "
           "number of lines, so it is as many times too large as a line has tokens on average. "
@@ -76,6 +76,8 @@ FAULTS = [
           "dividing every position's loss by the number of lines. Multiply the per-token "
           "losses by the mask (inputs != 0), and count real tokens instead of lines"),
 ]
+#: Each known wrong rule of a token window, by name, in the order the checker tries them.
+FAULTS = {fault.name: fault for fault in _FAULTS}
 
 
 def _rule_value(loss, model, window_batches, fault: Fault):
@@ -106,6 +108,15 @@ def faulty_epoch(model, optimizer, loss, micro_batches, accumulation_steps, faul
         optimizer.apply_gradients(zip(gradients, variables))
 
 
+def lesson08_make_window():
+    """Lesson 08's solution, ``make_window``, as ``%load solutions/08_graph_trainer.py`` pastes
+    it: the window the capstone starts from, divided by samples, padding included."""
+    namespace = {}
+    exec(compile(solution_code("08_graph_trainer.py"), "solutions/08_graph_trainer.py", "exec"),
+         namespace)
+    return namespace["make_window"]
+
+
 def _same_weights(model, other) -> bool:
     largest = max(float(tf.reduce_max(tf.abs(w))) for w in other.weights)
     return max_difference(model, other) <= FAULT_TOLERANCE * max(1.0, largest)
@@ -133,7 +144,7 @@ def _check_token_window(make_token_window) -> str:
     if difference <= TOLERANCE:
         return (f"{calls} windows (the last one partial) on {LINES} padded lines: the weights of "
                 f"the big batch divided by its real tokens, to {difference:.0e}")
-    for fault in FAULTS:
+    for fault in FAULTS.values():
         wrong, wrong_optimizer = _fresh()
         faulty_epoch(wrong, wrong_optimizer, loss, micro_batches, K, fault)
         if _same_weights(model, wrong):
