@@ -53,7 +53,11 @@ class Fault(NamedTuple):
 
 
 _MASK = "multiply the per-token losses by the mask (inputs != 0) before summing"
-_FAULTS = [
+_FAULTS = [  # the likeliest first: lesson 08's window, unchanged
+    Fault("padding counted, by samples", False, "samples",
+          "normalized by samples, with the padding counted: lesson 08's window as it was, "
+          "dividing every position's loss by the number of lines. Multiply the per-token "
+          "losses by the mask (inputs != 0), and count real tokens instead of lines"),
     Fault("normalized by samples", True, "samples",
           "normalized by samples: the update divides the window's summed token losses by its "
           "number of lines, so it is as many times too large as a line has tokens on average. "
@@ -71,10 +75,6 @@ _FAULTS = [
     Fault("padding counted, by positions", False, "positions",
           "padding counted: the window's sum holds the padded positions' losses and is divided "
           f"by every position, padding included; {_MASK}, and count the mask's ones"),
-    Fault("padding counted, by samples", False, "samples",
-          "normalized by samples, with the padding counted: lesson 08's window as it was, "
-          "dividing every position's loss by the number of lines. Multiply the per-token "
-          "losses by the mask (inputs != 0), and count real tokens instead of lines"),
 ]
 #: Each known wrong rule of a token window, by name, in the order the checker tries them.
 FAULTS = {fault.name: fault for fault in _FAULTS}
