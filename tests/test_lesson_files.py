@@ -41,7 +41,7 @@ def test_refuses_to_overwrite_a_lesson_unless_forced(tmp_path):
     copy_lessons(tmp_path)
     (tmp_path / "00_welcome.ipynb").write_text("my notes")
     (tmp_path / "mine.txt").write_text("not the course's")
-    with pytest.raises(FileExistsError, match=r"`directory` already holds 28 of the course's 28 files"):
+    with pytest.raises(FileExistsError, match=r"`directory` already holds 30 of the course's 30 files"):
         copy_lessons(tmp_path)
     assert (tmp_path / "00_welcome.ipynb").read_text() == "my notes"
     copy_lessons(tmp_path, force=True)
