@@ -1,4 +1,4 @@
-"""`gaviz lessons DIR` copies the course (13 notebooks, their README and solutions) out of
+"""`gaviz lessons DIR` copies the course (14 notebooks, their README and solutions) out of
 the package into DIR, refuses to overwrite without --force, and names bad arguments.
 (tests/test_wheel.py runs it from an installed wheel.)"""
 
@@ -26,7 +26,7 @@ def course(folder):
 def test_a_checkout_reads_its_own_lessons():
     assert lessons_folder() == ROOT / "lessons"
     assert [str(p) for p in lesson_files()] == course(ROOT / "lessons")
-    assert sum(p.suffix == ".ipynb" for p in lesson_files()) == len(lesson_paths()) == 13
+    assert sum(p.suffix == ".ipynb" for p in lesson_files()) == len(lesson_paths()) == 14
 
 
 def test_copies_every_lesson_and_solution_byte_for_byte(tmp_path):
@@ -41,7 +41,7 @@ def test_refuses_to_overwrite_a_lesson_unless_forced(tmp_path):
     copy_lessons(tmp_path)
     (tmp_path / "00_welcome.ipynb").write_text("my notes")
     (tmp_path / "mine.txt").write_text("not the course's")
-    with pytest.raises(FileExistsError, match=r"`directory` already holds 28 of the course's 28 files"):
+    with pytest.raises(FileExistsError, match=r"`directory` already holds 30 of the course's 30 files"):
         copy_lessons(tmp_path)
     assert (tmp_path / "00_welcome.ipynb").read_text() == "my notes"
     copy_lessons(tmp_path, force=True)
@@ -61,7 +61,7 @@ def test_bad_directories_are_named(tmp_path):
 def test_command_line_says_what_it_did_and_how_to_open_it(tmp_path, capsys):
     assert command_line.main(["lessons", str(tmp_path / "my course")]) == 0
     assert capsys.readouterr().out == (
-        f"copied 13 lessons and 14 solutions into {tmp_path / 'my course'}\n"
+        f"copied 14 lessons and 15 solutions into {tmp_path / 'my course'}\n"
         f"open them with: jupyter lab '{tmp_path / 'my course'}'\n")
     assert command_line.main(["lessons", str(tmp_path / "my course")]) == 2
     error = capsys.readouterr().err

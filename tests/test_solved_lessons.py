@@ -20,7 +20,7 @@ from lesson_runner import LESSONS, faults, lesson_paths, run_lesson
 
 STUB = "# your code here"
 CHECK = re.compile(r"\b(lesson\d\d)\.(\w+)\.check\(")
-WITH_EXERCISES = ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "12"]
+WITH_EXERCISES = ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "12", "13"]
 
 
 def _code_sources(path):
@@ -107,7 +107,20 @@ def _lesson09(notebook):
         assert re.search(rf"k={k:>2}: +[0-9.]+ ms per epoch", text), text
 
 
-PAYOFFS = {"04": _lesson04, "05": _lesson05, "08": _lesson08, "09": _lesson09}
+def _lesson13(notebook):
+    # The capstone: the learner's token window and gaviz's trainer land on the big batch (to
+    # float32 rounding, which Adam amplifies where a gradient is tiny); Keras's built-in is the
+    # mean-of-means rule and lands visibly away.
+    (yours,) = numbers_after(shown_by(notebook, "your window: max"), "max |w - w_big_batch| =")
+    (ours,) = numbers_after(shown_by(notebook, "gaviz: {len(history)}"), "max |w - w_big_batch| =")
+    text = shown_by(notebook, "Keras's built-in: max")
+    (builtin,) = numbers_after(text, "max |w - w_big_batch| =")
+    (rule,) = numbers_after(text, "against the mean of micro-batch means:")
+    assert yours < 1e-4 and ours < 1e-4 and rule < 1e-4, text
+    assert builtin > 100 * max(yours, ours), text
+
+
+PAYOFFS = {"04": _lesson04, "05": _lesson05, "08": _lesson08, "09": _lesson09, "13": _lesson13}
 
 
 def test_every_lesson_with_exercises_is_run_solved():

@@ -81,7 +81,7 @@ def test_the_wheel_carries_the_package_the_course_and_the_license(wheel):
         assert f"{package}/__init__.py" in names, f"{package} is missing from pyproject's packages"
     course = sorted(n.removeprefix("gaviz/_lessons/") for n in names if n.startswith("gaviz/_lessons/"))
     assert course == COURSE
-    assert sum(n.endswith(".ipynb") for n in course) == 13
+    assert sum(n.endswith(".ipynb") for n in course) == 14
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert not any(n.startswith(("tests/", "benchmarks/", "lessons/")) for n in names)
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()

@@ -10,6 +10,8 @@
   learner's piece, exact by ``gaviz.diagnose``).
 - :mod:`gaviz.course.graph`: lesson 08's Python drivers around the learner's graph
   window, and a fair clock; :mod:`gaviz.course.gpu`: lesson 10's device sizing.
+- :mod:`gaviz.course.corpus`: the capstone's text, the standard library's own source lines as
+  tokens; :mod:`gaviz.course.language_model`: its model, big-batch reference and sampling.
 - :mod:`gaviz.course.text`: reports printed wrapped between words (``print_wrapped``);
   :mod:`gaviz.course.figures`: log axes labelled in plain numbers (``readable_log_axis``).
 - ``gaviz.course.lessonNN``: each lesson's exercises, e.g.

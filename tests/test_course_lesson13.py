@@ -1,0 +1,265 @@
+"""The capstone's corpus, model and exercise: the corpus is the same lines on every call and
+needs nothing but this Python; the checker passes the solution, says "not attempted" for the
+lesson's stub, and names each fault of a realistic wrong window; the solution, gaviz's trainer
+and the big-batch reference agree, while Keras's built-in `gradient_accumulation_steps` lands
+measurably away from them on real tokens."""
+
+import importlib
+import pathlib
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gaviz
+from gaviz.course import corpus, language_model, lesson13, make_accumulators, max_difference
+from gaviz.course.graph import run_windows
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+solution = importlib.import_module("solutions.13_token_window")
+lesson08 = importlib.import_module("solutions.08_graph_trainer")
+
+EXERCISE = lesson13.tokens
+
+
+def window_maker(masked=True, divisor="tokens"):
+    """make_token_window as a learner might write it: the solution, or it with one change."""
+
+    def make_token_window(model, optimizer, loss, element_spec):
+        variables = model.trainable_variables
+        accumulators = make_accumulators(variables)
+        count = tf.Variable(0.0, trainable=False)
+        means = tf.Variable(0.0, trainable=False)  # micro-batches, for "micro-batch means"
+        optimizer.build(variables)
+
+        def micro_step(x, y):
+            real = tf.cast(x != 0, tf.float32)
+            with tf.GradientTape() as tape:
+                per_token = loss.call(y, model(x, training=True))
+                summed = tf.reduce_sum(per_token * real if masked else per_token)
+                if divisor == "micro-batch means":  # PITFALL: each micro-batch its own mean
+                    summed = summed / tf.reduce_sum(real)
+            for accumulator, gradient in zip(accumulators, tape.gradient(summed, variables)):
+                accumulator.assign_add(tf.convert_to_tensor(gradient))
+            count.assign_add({"tokens": tf.reduce_sum(real),
+                              "positions": tf.cast(tf.size(real), tf.float32),
+                              "samples": tf.cast(tf.shape(x)[0], tf.float32),
+                              "nothing": 0.0, "micro-batch means": 1.0}[divisor])
+
+        def update():
+            divide_by = tf.maximum(count, 1.0)  # "nothing": count stays 0, divide by 1
+            optimizer.apply_gradients(zip([a / divide_by for a in accumulators], variables))
+            for accumulator in accumulators:
+                accumulator.assign(tf.zeros_like(accumulator))
+            count.assign(0.0)
+
+        @tf.function
+        def window(iterator, accumulation_steps):
+            consumed = tf.constant(0)
+            for _ in tf.range(accumulation_steps):
+                batch = iterator.get_next_as_optional()
+                tf.cond(batch.has_value(), lambda: micro_step(*batch.get_value()), lambda: None)
+                consumed += tf.cast(batch.has_value(), tf.int32)
+            tf.cond(consumed > 0, update, lambda: None)
+            return consumed
+
+        return window
+
+    return make_token_window
+
+
+def test_the_solution_passes():
+    outcome = EXERCISE.evaluate(solution.make_token_window)
+    assert outcome.status == "pass", outcome.message
+    assert "4 windows (the last one partial) on 40 padded lines" in outcome.message
+
+
+def test_the_wrong_windows_differ_from_a_passing_one_by_their_one_change():
+    assert EXERCISE.evaluate(window_maker()).status == "pass"
+
+
+def test_the_lessons_stub_is_not_attempted():
+    def make_token_window(model, optimizer, loss, element_spec):
+        ...  # your code here
+
+    assert EXERCISE.evaluate(make_token_window).status == "not attempted"
+
+
+@pytest.mark.parametrize("masked, divisor, named", [
+    (True, "samples", "normalized by samples: the update divides"),
+    (True, "micro-batch means", "normalized by micro-batch means: each micro-batch"),
+    (True, "nothing", "never divided"),
+    (False, "tokens", "padding counted: the padded positions' losses are in the window's sum"),
+    (False, "positions", "padding counted: the window's sum holds the padded positions' losses"),
+])
+def test_each_fault_is_named(masked, divisor, named):
+    outcome = EXERCISE.evaluate(window_maker(masked, divisor))
+    assert outcome.status == "fail" and named in outcome.message, outcome.message
+    assert "differ from the big batch's by" in outcome.message
+
+
+def test_lesson_08s_window_unchanged_is_named():
+    outcome = EXERCISE.evaluate(lesson08.make_window)
+    assert outcome.status == "fail", outcome.message
+    assert "lesson 08's window as it was" in outcome.message, outcome.message
+
+
+def test_hints_do_not_give_the_answer_away():
+    whole = "\n".join(EXERCISE.hints)
+    assert len(EXERCISE.hints) >= 3 and "def window" not in whole and "apply_gradients" not in whole
+
+
+def test_lesson_08s_window_is_loaded_as_its_solution_file():
+    make_window = lesson13.lesson08_make_window()
+    assert make_window.__name__ == "make_window"
+    assert make_window.__code__.co_filename == "solutions/08_graph_trainer.py"
+
+
+# The corpus
+
+
+def test_the_corpus_is_the_same_lines_on_every_call_and_needs_no_download():
+    first, again = corpus.source_lines(), corpus.source_lines()
+    assert first == again and len(first) > 2000
+    assert all(8 <= len(line) <= 64 and not line.startswith("#") for line in first)
+    a, b = corpus.make_lines(first[:200], seed=3), corpus.make_lines(first[:200], seed=3)
+    assert np.array_equal(a.inputs, b.inputs) and np.array_equal(a.targets, b.targets)
+    assert not np.array_equal(a.inputs, corpus.make_lines(first[:200], seed=4).inputs)
+
+
+def test_lines_are_next_token_pairs_padded_with_zero():
+    lines = corpus.make_lines(["ab", "hello"], seed=0)
+    by_length = sorted(zip(lines.token_counts, lines.inputs, lines.targets), key=lambda r: r[0])
+    (short_count, short_in, short_out), (long_count, long_in, long_out) = by_length
+    assert (short_count, long_count) == (3, 6)  # the characters and the end token
+    assert list(short_in) == [corpus.START, *corpus.encode("ab")[1:-1], 0, 0, 0]
+    assert list(short_out) == [*corpus.encode("ab")[1:], 0, 0, 0]
+    assert corpus.decode(long_in) == "hello" and corpus.decode(long_out) == "hello"
+
+
+def test_each_micro_batch_is_cut_to_its_own_longest_line():
+    lines = corpus.make_lines(["a" * 10, "b" * 3, "c" * 2, "d" * 4], seed=0)
+    widths = sorted(int(x.shape[1]) for x, _ in corpus.micro_batches(lines, 2))
+    firsts = [int(lines.token_counts[i:i + 2].max()) for i in (0, 2)]
+    assert widths == sorted(firsts) and widths[0] < 11
+
+
+@pytest.mark.parametrize("call, argument", [
+    (lambda: corpus.source_lines(min_length=0), "`min_length`"),
+    (lambda: corpus.source_lines(min_length=9, max_length=8), "`min_length`"),
+    (lambda: corpus.encode("é"), "`line` must hold printable ASCII"),
+    (lambda: corpus.make_lines([]), "`lines` must hold at least one line"),
+    (lambda: corpus.micro_batches(corpus.make_lines(["ab"]), 0), "`micro_batch_size`"),
+    (lambda: language_model.sample_lines(None, ["a"], temperature=-1), "`temperature`"),
+])
+def test_bad_input_names_the_argument(call, argument):
+    with pytest.raises(ValueError, match="Received"):
+        try:
+            call()
+        except ValueError as error:
+            assert argument in str(error), str(error)
+            raise
+
+
+def test_a_missing_module_is_named():
+    with pytest.raises(FileNotFoundError, match="no_such_module.py"):
+        corpus.source_lines(modules=("no_such_module.py",))
+
+
+# The model, the reference, gaviz and Keras's built-in
+
+LINES, MICRO, K = 128, 8, 4  # 16 micro-batches: 4 full windows of 32 lines
+
+
+def _trained(train):
+    model = language_model.make_model(seed=5)
+    train(model)
+    return model
+
+
+def _problem():
+    lines = corpus.make_lines(corpus.source_lines()[:LINES], seed=5)
+    return lines, corpus.micro_batches(lines, MICRO), language_model.token_loss()
+
+
+def test_the_reference_divides_by_real_tokens_as_keras_does_for_one_batch():
+    """The reference's first update is Keras's own loss on the window's padded batch."""
+    lines, _, loss = _problem()
+    model = language_model.make_model(seed=5)
+    inputs, targets = next(language_model.windows(lines, MICRO * K))
+    keras_loss = float(loss(targets, model(inputs)))
+    (first, *_rest) = language_model.big_batch_reference(model, keras.optimizers.SGD(0.0), loss,
+                                                          lines, MICRO * K)
+    assert first == pytest.approx(keras_loss, rel=1e-6)
+
+
+def test_the_solution_gaviz_and_the_reference_agree_and_keras_builtin_does_not():
+    lines, micro_batches, loss = _problem()
+    reference = _trained(lambda m: language_model.big_batch_reference(
+        m, keras.optimizers.Adam(1e-2), loss, lines, MICRO * K))
+    moved = max_difference(reference, language_model.make_model(seed=5))
+
+    def with_solution(model):
+        window = solution.make_token_window(model, keras.optimizers.Adam(1e-2), loss,
+                                            micro_batches.element_spec)
+        run_windows(window, micro_batches, K)
+
+    def with_gaviz(model):
+        model.compile(keras.optimizers.Adam(1e-2), loss)
+        gaviz.AccumulationTrainer(model, accumulation_steps=K).fit(micro_batches, verbose=0)
+
+    def with_keras_builtin(model):
+        model.compile(keras.optimizers.Adam(1e-2, gradient_accumulation_steps=K), loss)
+        model.fit(micro_batches, epochs=1, shuffle=False, verbose=0)
+
+    def with_means(model):
+        lesson13.faulty_epoch(model, keras.optimizers.Adam(1e-2), loss, micro_batches, K,
+                              lesson13.FAULTS["by micro-batch means"])
+
+    assert moved > 0.02  # it trained: Adam moves a weight by at most 4 x 0.01 in 4 updates
+    assert max_difference(_trained(with_solution), reference) < 1e-6
+    assert max_difference(_trained(with_gaviz), reference) < 1e-6
+    builtin = _trained(with_keras_builtin)
+    gap = max_difference(builtin, reference)
+    assert gap > 0.1 * moved, (gap, moved)  # the mean of means, on real tokens
+    assert max_difference(builtin, _trained(with_means)) < 1e-6  # which is exactly what it does
+
+
+def test_mixed_float16_trains_and_writes():
+    """The capstone's GPU switch, run on the CPU: the model under mixed_float16 with a
+    LossScaleOptimizer, gaviz's trainer, then sampling."""
+    lines, micro_batches, loss = _problem()
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        model = language_model.make_model(language_model.Sizes(16, 32, 2), seed=5)
+        optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(1e-2))
+        history = gaviz.AccumulationTrainer(model, optimizer, loss, accumulation_steps=K).fit(
+            micro_batches, verbose=0)
+        written = language_model.sample_lines(model, ["def "], max_length=20, seed=1)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert model.layers[1].compute_dtype == "float16" and model.layers[-1].compute_dtype == "float32"
+    assert len(history) >= 1 and all(np.isfinite(history.loss))
+    assert written[0].startswith("def ") and len(written[0]) <= 20
+
+
+def test_sampling_is_seeded_and_greedy_is_deterministic():
+    model = language_model.make_model(language_model.Sizes(8, 16, 2), seed=5)
+    a = language_model.sample_lines(model, ["x = ", "def "], max_length=30, seed=2)
+    assert a == language_model.sample_lines(model, ["x = ", "def "], max_length=30, seed=2)
+    assert [line[:4] for line in a] == ["x = ", "def "]
+    greedy = language_model.sample_lines(model, ["if "], max_length=30, temperature=0, seed=9)
+    assert greedy == language_model.sample_lines(model, ["if "], max_length=30, temperature=0)
+
+
+def test_the_causal_convolution_passes_the_mask_and_reads_no_later_position():
+    model = language_model.make_model(language_model.Sizes(8, 16, 3), seed=5)
+    tokens = np.array([[1, 10, 11, 12, 2, 0, 0]], np.int32)
+    changed = tokens.copy()
+    changed[0, 4:] = [20, 21, 22]  # later positions changed: earlier outputs must not move
+    logits, again = model(tokens), model(changed)
+    assert np.array_equal(np.asarray(logits._keras_mask), tokens != 0)
+    assert np.allclose(logits[:, :4], again[:, :4], atol=1e-6)
+    assert not np.allclose(logits[:, 4:], again[:, 4:])
