@@ -70,6 +70,21 @@ def check_backups(callbacks, keeps_sums: bool) -> None:
         )
 
 
+def check_validation_freq(validation_freq):
+    """An integer >= 1 (every that many epochs) or a list of epochs (from 1), as Keras takes."""
+    if isinstance(validation_freq, (list, tuple)):
+        for epoch in validation_freq:
+            check_positive_int("validation_freq", epoch)
+        return list(validation_freq)
+    if isinstance(validation_freq, bool) or not isinstance(validation_freq, numbers.Integral) \
+            or validation_freq < 1:
+        raise ValueError(
+            "`validation_freq` must be an integer >= 1 (validate every that many epochs) or a "
+            f"list of epochs, counted from 1. Received: validation_freq={validation_freq!r}"
+        )
+    return validation_freq
+
+
 def check_epoch_ends(endless: bool, steps_per_epoch) -> None:
     """Data that repeats forever needs ``steps_per_epoch`` to end an epoch."""
     if endless and steps_per_epoch is None:

@@ -21,8 +21,11 @@ class Compiled(NamedTuple):
 
 
 def compile_for_trainer(model, strategy, optimizer=None, loss=None, metrics=None,
-                        loss_weights=None) -> Compiled:
+                        loss_weights=None, loss_required: bool = True) -> Compiled:
     """Resolves each argument (given, else the model's compile) and compiles ``model``.
+
+    ``loss_required``: False for a model whose own ``compute_loss`` makes its
+    loss (Keras compiles such a model without one too).
 
     Raises:
         ValueError: no optimizer or no loss, neither given nor compiled.
@@ -36,7 +39,7 @@ def compile_for_trainer(model, strategy, optimizer=None, loss=None, metrics=None
         metrics if metrics is not None else config.get("metrics"),
         loss_weights if loss_weights is not None else config.get("loss_weights"),
     )
-    for name in ("optimizer", "loss"):
+    for name in ("optimizer", "loss") if loss_required else ("optimizer",):
         if getattr(chosen, name) is None:
             raise ValueError(
                 f"`{name}` is required: pass it to AccumulationTrainer, or compile the "

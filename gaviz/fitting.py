@@ -41,6 +41,8 @@ def fit(trainer, feed, epochs, updates, callbacks, verbose, validation,
     )
     run = _Run(trainer, updates, callback_list, history,
                listening=bool(updates) or bool(callbacks), steps_per_epoch=steps_per_epoch)
+    if feed.endless():  # no end of a pass to close a window at: watch for short ones
+        run.micro_batch_rows = int(tf.nest.flatten(feed.first())[0].shape[0])
     trainer.stop_training = False
     _keras.set_initial_epoch(trainer.model, None)
     callback_list.on_train_begin()
@@ -92,6 +94,8 @@ class _Run:
         self.steps_per_epoch = steps_per_epoch
         # With steps_per_epoch: the pass over the data an epoch left unfinished.
         self.open_pass = None
+        # Data that repeats forever: its first micro-batch's rows (None: not watched).
+        self.micro_batch_rows = None
         self.updates = updates
         self.callbacks = callback_list
         self.history = history
@@ -208,7 +212,26 @@ class _Run:
         self.history.append(update)
         for callback in self.updates:
             callback(update)
+        self._watch_short(result)
         return True
+
+    def _watch_short(self, result) -> None:
+        """Warns once when a window of data that repeats forever holds a short
+        micro-batch: a pass may have ended inside the window."""
+        full = self.micro_batch_rows
+        if full is None or not 0 < result.rows < result.micro_steps * full:
+            return
+        self.micro_batch_rows = None  # once
+        warnings.warn(
+            f"A window of {result.micro_steps} micro-batches held {int(result.rows)} rows, "
+            f"fewer than {result.micro_steps} x {full}: `x` repeats forever, so if a pass "
+            "over the data ended inside this window, the window holds rows of two passes, "
+            "where Model.fit on .batch(k * b).repeat() would take a short batch. Repeat "
+            "before batching (.repeat().batch(b)) or batch with drop_remainder=True to get "
+            "Model.fit's batches.",
+            UserWarning,
+            stacklevel=5,
+        )
 
 
 def _updates_per_epoch(trainer, feed, epoch) -> int | None:

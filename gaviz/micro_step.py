@@ -80,7 +80,9 @@ class MicroStep:
         metrics = _keras.compile_metrics(self.model)
         if metrics is not None:
             metrics.update_state(y, y_pred, sample_weight)
-        for tracker, mean in zip(_keras.compile_loss(self.model).metrics, micro.output_means):
+        compiled_loss = _keras.compile_loss(self.model)
+        trackers = [] if compiled_loss is None else compiled_loss.metrics
+        for tracker, mean in zip(trackers, micro.output_means):
             tracker.update_state(mean, sample_weight=micro.rows)
 
     def _forward_loss_sum(self, y_pred):

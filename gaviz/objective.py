@@ -24,6 +24,7 @@ Other combinations are refused with a ``ValueError``, never approximated.
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import keras
@@ -91,7 +92,8 @@ class Objective:
         self.terms: list[Term] = []
         # Resolved once, from the losses compile was given: a reduction is
         # known before the losses are built on data.
-        self._normalize = self._normalization(_given_reductions(_keras.user_loss(compile_loss)))
+        given = None if compile_loss is None else _keras.user_loss(compile_loss)
+        self._normalize = self._normalization(_given_reductions(given))
 
     @property
     def normalize(self) -> str:
@@ -108,6 +110,8 @@ class Objective:
             ValueError: targets, outputs and losses do not fit together, or
                 the reductions cannot be honoured exactly.
         """
+        if self.compile_loss is None:  # a model's own compute_loss makes the loss
+            return
         y_true = self.align(y_true, y_pred)
         if not self.compile_loss.built:
             try:
@@ -134,6 +138,22 @@ class Objective:
                 per_row = self._elements_per_sample(name, values, mask)
             terms.append(Term(path, loss, 1.0 if weight is None else float(weight), name, per_row))
         self.terms = terms
+        if len(terms) > 1:
+            self._warn_per_output_entries([term.name for term in terms])
+
+    def _warn_per_output_entries(self, names) -> None:
+        """Says how the per-output ``<name>_loss`` entries differ from Model.fit's."""
+        size = ("per micro-batch sums, about 1/k of Model.fit's per-batch sums"
+                if self.normalize == "sum" else
+                "averaged over micro-batches by their rows, where Model.fit averages its "
+                "batches unweighted, so they differ where a batch is short or ragged")
+        warnings.warn(
+            f"The per-output entries {', '.join(f'{n}_loss' for n in names)} of the logs are "
+            f"{size}. The loss the trainer descends, `loss` and the weights equal "
+            "Model.fit's; read `loss` (or evaluate each output) to compare outputs.",
+            UserWarning,
+            stacklevel=5,
+        )
 
     def _normalization(self, reductions) -> str:
         reductions = set(reductions)

@@ -191,8 +191,10 @@ class AccumulationTrainer(tf.Module):
     def _compile(self, optimizer, loss, normalize, metrics, loss_weights):
         """Compiles the model with the trainer's optimizer, loss and metrics."""
         checks.check_loss(loss)
+        owner = checks.overridden(self.model, "compute_loss")
         compiled = compiling.compile_for_trainer(
-            self.model, self.strategy, optimizer, loss, metrics, loss_weights
+            self.model, self.strategy, optimizer, loss, metrics, loss_weights,
+            loss_required=owner is None,
         )
         checks.check_optimizer(compiled.optimizer)
         self.optimizer, self.loss = compiled.optimizer, compiled.loss
@@ -200,7 +202,6 @@ class AccumulationTrainer(tf.Module):
             _keras.compile_loss(self.model), getattr(self.model, "output_names", None),
             normalize,
         )
-        owner = checks.overridden(self.model, "compute_loss")
         self.own_loss = None if owner is None else OwnLoss(self.model, owner)
 
     def _build(self, after_restore: bool = True):
@@ -346,7 +347,7 @@ class AccumulationTrainer(tf.Module):
     def fit(self, x, y=None, batch_size: int | None = None, epochs: int = 1, verbose="auto",
             callbacks=None, validation_data=None, shuffle: bool = True, sample_weight=None,
             on_update: Callable[[Update], None] | Iterable[Callable[[Update], None]] | None = None,
-            validation_batch_size: int | None = None, validation_freq: int = 1,
+            validation_batch_size: int | None = None, validation_freq: int | list = 1,
             initial_epoch: int = 0, class_weight=None, validation_split: float = 0.0,
             validation_steps: int | None = None, steps_per_epoch: int | None = None) -> History:
         """Trains for ``epochs`` epochs, one update per window of micro-batches.
@@ -368,9 +369,13 @@ class AccumulationTrainer(tf.Module):
                 graph call when several windows run per call and no callback
                 of yours listens).
             validation_data: evaluated with ``model.evaluate`` (batches of
-                ``validation_batch_size``, default ``batch_size``; ``validation_steps``
-                of them if given). ``validation_split`` takes the last fraction
-                of arrays instead, before shuffling, as Keras does.
+                ``validation_batch_size``; by default, for arrays ``x``, the
+                effective batch ``k * batch_size``, as ``Model.fit(batch_size=k
+                * b)`` validates: masked and per-output entries depend on it;
+                ``validation_steps`` of them if given), every
+                ``validation_freq`` epochs or at the epochs a list of it holds.
+                ``validation_split`` takes the last fraction of arrays
+                instead, before shuffling, as Keras does.
             class_weight: as Keras's, turned into per-row weights by Keras's
                 own rule (arrays with one ``y``, datasets, PyDatasets).
             steps_per_epoch: updates per epoch (windows, each
@@ -399,7 +404,7 @@ class AccumulationTrainer(tf.Module):
         and optimizer hold the last applied update.
         """
         epochs = checks.check_positive_int("epochs", epochs)
-        validation_freq = checks.check_positive_int("validation_freq", validation_freq)
+        validation_freq = checks.check_validation_freq(validation_freq)
         initial_epoch = checks.check_int_at_least("initial_epoch", initial_epoch, 0)
         updates = checks.check_callbacks(on_update)
         checks.check_backups(callbacks, self.tail == "carry" or self.rule.sums_outlive_updates)
@@ -414,13 +419,22 @@ class AccumulationTrainer(tf.Module):
         checks.check_epoch_ends(feed.endless(), steps_per_epoch)
         self._prepare(feed)
         checked = validation.Validation.make(
-            validation_data, validation_batch_size or batch_size, validation_freq,
+            validation_data,
+            validation_batch_size or self._effective_batch_size(x, batch_size, initial_epoch),
+            validation_freq,
             validation_steps and checks.check_positive_int("validation_steps", validation_steps),
         )
         return fitting.fit(
             self, feed, range(initial_epoch + 1, epochs + 1), updates, callbacks, verbose,
             checked, steps_per_epoch,
         )
+
+    def _effective_batch_size(self, x, batch_size, initial_epoch) -> int | None:
+        """``k * batch_size`` for arrays (Model.fit's ``batch_size``, which it
+        validates in too); None for batched data, as Model.fit has none."""
+        if isinstance(x, feeds.BATCHED):
+            return None
+        return self.accumulation_steps_for(initial_epoch + 1) * (batch_size or 32)
 
     def _windows(self) -> feeds.WindowFunctions:
         """What a feed needs of this trainer: its window functions and array cursor."""

@@ -8,8 +8,8 @@ from gaviz import _keras, feeds
 
 
 class Validation:
-    """``validation_data``, evaluated with ``model.evaluate`` every ``freq`` epochs
-    (``steps`` batches of it, or all of it)."""
+    """``validation_data``, evaluated with ``model.evaluate`` every ``freq`` epochs,
+    or at the epochs a list ``freq`` holds (``steps`` batches of it, or all of it)."""
 
     def __init__(self, x, y, sample_weight, batch_size, freq, steps=None):
         self.x, self.y, self.sample_weight = x, y, sample_weight
@@ -37,6 +37,9 @@ class Validation:
         return cls(x, y, sample_weight, batch_size, freq, steps)
 
     def due(self, epoch) -> bool:
+        """Whether ``epoch`` (from 1) validates, by Keras's rule."""
+        if isinstance(self.freq, list):
+            return epoch in self.freq
         return epoch % self.freq == 0
 
     def run(self, model, callbacks) -> dict:

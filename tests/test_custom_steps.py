@@ -108,3 +108,24 @@ def test_keras_own_models_are_accepted():
     inputs = keras.Input((5,))
     functional = keras.Model(inputs, keras.layers.Dense(1)(inputs))
     gaviz.AccumulationTrainer(functional, keras.optimizers.SGD(0.1), "mse", 2)
+
+
+class OwnLossOnly(keras.Sequential):
+    """The loss is compute_loss's alone: compiled without one, as Keras allows."""
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        return ops.mean(ops.square(y - y_pred)) + ops.sum(self.losses)
+
+
+def test_an_own_compute_loss_compiled_without_a_loss_equals_model_fit():
+    x, y = data()
+    keras.utils.set_random_seed(1)
+    model, reference = OwnLossOnly(layers()), OwnLossOnly(layers())
+    reference.set_weights(model.get_weights())
+    for m in (model, reference):
+        m.compile(optimizer=keras.optimizers.Adam(0.01))
+    ours = gaviz.AccumulationTrainer(model, accumulation_steps=K).fit(
+        x, y, batch_size=B, epochs=2, shuffle=False, verbose=0)
+    theirs = reference.fit(x, y, batch_size=K * B, epochs=2, shuffle=False, verbose=0)
+    assert_same_history(ours.history, theirs.history)
+    assert weight_gap(model, reference) < 1e-5

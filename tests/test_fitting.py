@@ -29,6 +29,9 @@ class ScriptedFeed:
     def micro_batches(self):
         return 4
 
+    def endless(self):
+        return False
+
     def end_epoch(self):
         self.ended = getattr(self, "ended", 0) + 1
 

@@ -182,6 +182,60 @@ def test_steps_per_epoch_goes_on_through_a_finite_dataset():
     assert len(ours.updates) == int(reference.optimizer.iterations) == 8
 
 
+def test_a_window_across_the_end_of_a_pass_is_warned_about():
+    _, trainer, _ = pair()  # 100 rows: every 13th micro-batch is short
+    with pytest.warns(UserWarning, match="held 28 rows, fewer than 4 x 8: `x` repeats forever"):
+        trainer.fit(batches(X, Y, B).repeat(), epochs=1, verbose=0, steps_per_epoch=5)
+
+
+def test_validation_freq_as_a_list_of_epochs():
+    model, trainer, reference = pair()
+    ours = trainer.fit(X, Y, batch_size=B, epochs=4, shuffle=False, verbose=0,
+                       validation_data=(X_VAL, Y_VAL), validation_freq=[1, 3])
+    theirs = reference.fit(X, Y, batch_size=K * B, epochs=4, shuffle=False, verbose=0,
+                           validation_data=(X_VAL, Y_VAL), validation_freq=[1, 3])
+    assert_same_run(ours, theirs, model, reference)
+    assert len(ours.history["val_loss"]) == 2
+    with pytest.raises(ValueError, match="`validation_freq` must be an integer >= 1"):
+        trainer.fit(X, Y, batch_size=B, validation_data=(X_VAL, Y_VAL), validation_freq=[0])
+
+
+def test_a_masked_loss_validates_in_model_fits_batches():
+    """A masked mean depends on the batch: validation runs in batches of k * b by default."""
+    rng = np.random.default_rng(5)
+    tokens = np.zeros((60, 5), "int32")
+    for row, length in enumerate(rng.integers(1, 6, 60)):
+        tokens[row, :length] = rng.integers(1, 9, length)
+    labels = tokens % 3
+
+    def tagger():
+        keras.utils.set_random_seed(0)
+        inputs = keras.Input((5,), dtype="int32")
+        hidden = keras.layers.Embedding(9, 4, mask_zero=True)(inputs)
+        model = keras.Model(inputs, keras.layers.Dense(3, activation="softmax")(hidden))
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy")
+        return model
+
+    model, reference = tagger(), tagger()
+    ours = gaviz.AccumulationTrainer(model, accumulation_steps=K).fit(
+        tokens[:47], labels[:47], batch_size=4, shuffle=False, verbose=0,
+        validation_data=(tokens[47:], labels[47:]))
+    theirs = reference.fit(tokens[:47], labels[:47], batch_size=K * 4, shuffle=False, verbose=0,
+                           validation_data=(tokens[47:], labels[47:]))
+    assert_same_run(ours, theirs, model, reference)
+
+
+def test_per_output_entries_are_said_to_differ():
+    keras.utils.set_random_seed(1)
+    inputs = keras.Input((5,))
+    model = keras.Model(inputs, {"a": keras.layers.Dense(1, name="a")(inputs),
+                                 "b": keras.layers.Dense(1, name="b")(inputs)})
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss={"a": "mse", "b": "mse"})
+    trainer = gaviz.AccumulationTrainer(model, accumulation_steps=K)
+    with pytest.warns(UserWarning, match="per-output entries a_loss, b_loss"):
+        trainer.fit(X, {"a": Y, "b": -Y}, batch_size=B, verbose=0)
+
+
 def test_a_dataset_that_repeats_needs_steps_per_epoch():
     _, trainer, _ = pair()
     with pytest.raises(ValueError, match="`x` repeats forever.*pass `steps_per_epoch`"):
