@@ -22,7 +22,8 @@ STEP_CHOICES = (1, 2, 4, 8, 16, 32)
 #: The settings' labels, one width, so their controls line up.
 _SETTING_STYLE = {"description_width": "150px"}
 #: The CSS classes the summary's style and the browser tests find widgets by.
-_CSS_CLASSES = {"steps": "gaviz-steps", "run_button": "gaviz-run", "stop_button": "gaviz-stop",
+_CSS_CLASSES = {"steps": "gaviz-steps", "micro_batch_size": "gaviz-micro-batch",
+                "run_button": "gaviz-run", "stop_button": "gaviz-stop",
                 "status": "gaviz-status", "plan": "gaviz-plan", "image": "gaviz-plot",
                 "summary": "gaviz-summary"}
 

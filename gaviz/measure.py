@@ -60,7 +60,7 @@ class Comparison:
             else f"{self.effective_learning_rate_ratio:.3f}"
         )
         lines = [
-            f"{self.name} against the exact trainer:",
+            f"{self.label} against the exact trainer:",
             f"  first update relative error:   {self.first_update_relative_error:.3g}",
             f"  effective learning-rate ratio: {ratio}",
             f"  final weight distance:         {self.final_weight_distance:.3g}",

@@ -164,6 +164,7 @@ class CurveFigure:
         FigureCanvasAgg(self.figure)
         self.ax = self.figure.add_subplot()
         style_axes(self.ax, x_axis, title)
+        readable_log_axis(self.ax)  # the empty axes too: a new LivePlot shows them
         self.lines = {}
 
     def update(self, label: str, history) -> None:
@@ -190,7 +191,7 @@ class CurveFigure:
         """Fits the axes to the lines; a log axis gets ticks for its new range."""
         self.ax.relim()
         self.ax.autoscale_view()
-        if self.ax.get_yscale() == "log" and self.lines:
+        if self.ax.get_yscale() == "log":
             readable_log_axis(self.ax)
 
     def remove(self, label: str) -> None:

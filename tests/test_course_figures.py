@@ -80,6 +80,7 @@ def test_the_live_curve_figure_is_readable_as_it_grows():
     from gaviz.plotting import CurveFigure
 
     figure = CurveFigure(title="live")
+    readable(figure.ax, "CurveFigure with no line yet")
     for end in (2, len(NARROW)):
         figure.update("k=4", _history(NARROW[:end]))
         readable(figure.ax, f"CurveFigure after {end} updates")
