@@ -163,12 +163,13 @@ class DashboardForm:
     def _arranged(self):
         """The whole form: settings in two columns, then plan, buttons, status and plot."""
         return widgets.VBox([
+            # In a narrow notebook the second column goes below the first, not off the edge.
             widgets.HBox([
                 widgets.VBox([self.steps, self.hold, self.micro_batch_size,
                               self.effective_batch_size]),
                 widgets.VBox([self.learning_rate, self.optimizer, self.epochs, self.preset,
                               self.tail, self.trainer, self.warmup]),
-            ]),
+            ], layout=widgets.Layout(flex_flow="row wrap")),
             self.plan,
             widgets.HBox([self.run_button, self.stop_button, self.progress, self.x_axis]),
             self.status, self.image, self.summary,
