@@ -14,16 +14,16 @@ import ipywidgets as widgets
 
 from gaviz import demo
 from gaviz.checks import TAIL_POLICIES
-from gaviz.pitfalls import PITFALLS
 from gaviz.plotting import X_AXES
-from gaviz.runs import EXACT
+from gaviz.runs import DEMO_TRAINERS, EXACT
 
 #: The accumulation steps the form offers.
 STEP_CHOICES = (1, 2, 4, 8, 16, 32)
 #: The settings' labels, one width, so their controls line up.
 _SETTING_STYLE = {"description_width": "150px"}
 #: The CSS classes the summary's style and the browser tests find widgets by.
-_CSS_CLASSES = {"steps": "gaviz-steps", "run_button": "gaviz-run", "stop_button": "gaviz-stop",
+_CSS_CLASSES = {"steps": "gaviz-steps", "micro_batch_size": "gaviz-micro-batch",
+                "run_button": "gaviz-run", "stop_button": "gaviz-stop",
                 "status": "gaviz-status", "plan": "gaviz-plan", "image": "gaviz-plot",
                 "summary": "gaviz-summary"}
 
@@ -66,6 +66,7 @@ class DashboardForm:
                          self.epochs, self.preset, self.tail, self.trainer, self.warmup,
                          self.x_axis]
         self._observe_controls()
+        self._disable_derived_batch()
         self.widget = self._arranged()
 
     def set_running(self, running: bool) -> None:
@@ -74,6 +75,20 @@ class DashboardForm:
             control.disabled = running
         self.run_button.disabled = running
         self.stop_button.disabled = not running
+        if not running:
+            self._disable_derived_batch()
+
+    def show_plot(self, png: bytes) -> None:
+        """Shows ``png`` in the plot (hidden until then)."""
+        self.image.value = png
+        self.image.layout.display = None
+
+    def _disable_derived_batch(self) -> None:
+        """Disables the batch size the held one decides: holding the effective batch,
+        each run's micro-batch is effective // k, and holding the micro-batch, each
+        run's effective batch is micro * k (:func:`gaviz.runs.batch_sizes`)."""
+        self.micro_batch_size.disabled = self.hold.value == "effective"
+        self.effective_batch_size.disabled = self.hold.value == "micro"
 
     # ------------------------------------------------------------ building
 
@@ -109,7 +124,7 @@ class DashboardForm:
                                        description="demo problem", style=style, layout=wide)
         self.tail = widgets.Dropdown(options=list(TAIL_POLICIES), value=tail,
                                      description="tail", style=style, layout=wide)
-        self.trainer = widgets.Dropdown(options=[EXACT, *PITFALLS], value=trainer,
+        self.trainer = widgets.Dropdown(options=list(DEMO_TRAINERS), value=trainer,
                                         description="trainer", style=style, layout=wide)
         self.warmup = widgets.Checkbox(
             value=warmup, description="warm up k: 1, 2, 4... per epoch", indent=False,
@@ -130,7 +145,9 @@ class DashboardForm:
         self.status = widgets.HTML("ready")
         self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress")
         self.summary = widgets.HTML()
-        self.image = widgets.Image(format="png", layout=widgets.Layout(width="680px"))
+        # Hidden until a run draws into it: an Image with no value shows a broken-image icon.
+        self.image = widgets.Image(format="png",
+                                   layout=widgets.Layout(width="680px", display="none"))
         for name, css_class in _CSS_CLASSES.items():
             getattr(self, name).add_class(css_class)
 
@@ -138,6 +155,7 @@ class DashboardForm:
         """Turns the widgets' changes and clicks into the form's events."""
         for control in self.settings:
             control.observe(lambda _: _notify(self.on_settings_change), names="value")
+        self.hold.observe(lambda _: self._disable_derived_batch(), names="value")
         self.x_axis.observe(lambda _: _notify(self.on_x_axis_change), names="value")
         self.run_button.on_click(lambda _: _notify(self.on_run))
         self.stop_button.on_click(lambda _: _notify(self.on_stop))
@@ -145,12 +163,13 @@ class DashboardForm:
     def _arranged(self):
         """The whole form: settings in two columns, then plan, buttons, status and plot."""
         return widgets.VBox([
+            # In a narrow notebook the second column goes below the first, not off the edge.
             widgets.HBox([
                 widgets.VBox([self.steps, self.hold, self.micro_batch_size,
                               self.effective_batch_size]),
                 widgets.VBox([self.learning_rate, self.optimizer, self.epochs, self.preset,
                               self.tail, self.trainer, self.warmup]),
-            ]),
+            ], layout=widgets.Layout(flex_flow="row wrap")),
             self.plan,
             widgets.HBox([self.run_button, self.stop_button, self.progress, self.x_axis]),
             self.status, self.image, self.summary,

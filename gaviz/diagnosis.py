@@ -114,7 +114,8 @@ class Diagnosis:
                          f"the optimizer it is given (lesson {UNNAMED_LESSON})"))
         for finding in self.details:
             fix, lesson = FIXES[finding.name]
-            out.append((finding.name, finding.measured, f"{fix} (lesson {lesson})"))
+            # "; see lesson": a fix may end in parentheses of its own.
+            out.append((finding.name, finding.measured, f"{fix}; see lesson {lesson}"))
         for sentence in self.unexplained:
             out.append(("unexplained", sentence,
                         "no pitfall in the gallery has this signature; compare the loop with "
@@ -126,8 +127,10 @@ class Diagnosis:
     def summary(self) -> str:
         """A headline, then one line per finding with its measured number and the fix."""
         rows = [self._headline()]
+        # A note's sentence may end in parentheses ("(model.losses)"): its remark follows
+        # after a semicolon, never in a second pair.
         rows += [f"- {label}: {sentence}. Fix: {fix}." if label != "note"
-                 else f"- {label}: {sentence} ({fix})." for label, sentence, fix in self._lines()]
+                 else f"- {label}: {sentence}; {fix}." for label, sentence, fix in self._lines()]
         return "\n".join(rows)
 
     def __str__(self) -> str:
@@ -174,7 +177,9 @@ class Diagnosis:
             f"<td>{escape(v.measured)}</td><td><b>{escape(v.verdict)}</b></td></tr>"
             for v in self.probes)
         items = "".join(f"<li><b>{escape(label)}</b>: {escape(sentence)}. <i>Fix:</i> "
-                        f"{escape(fix)}.</li>" for label, sentence, fix in self._lines())
+                        f"{escape(fix)}.</li>" if label != "note" else
+                        f"<li><b>{escape(label)}</b>: {escape(sentence)}; {escape(fix)}.</li>"
+                        for label, sentence, fix in self._lines())
         buffer = io.BytesIO()
         self.plot().savefig(buffer, format="png", dpi=72)
         picture = base64.b64encode(buffer.getvalue()).decode("ascii")

@@ -10,6 +10,7 @@ records into a :class:`~gaviz.plotting.CurveFigure` and shows it as a PNG in an
 
 from __future__ import annotations
 
+import base64
 import math
 import time
 
@@ -135,10 +136,11 @@ class LivePlot(keras.callbacks.Callback):
         self.label = label
         self.history = History()
         self.keras_log = KerasLog()
-        self.renderer = CurveRenderer(
-            figure or CurveFigure(x_axis),
-            image or widgets.Image(format="png", layout=widgets.Layout(width="640px")),
-            min_interval)
+        figure = figure or CurveFigure(x_axis, title=f"{label}: loss, drawn as it trains")
+        if image is None:  # drawn at once: an Image with no value shows a broken-image icon
+            image = widgets.Image(value=figure.png(), format="png",
+                                  layout=widgets.Layout(width="640px"))
+        self.renderer = CurveRenderer(figure, image, min_interval)
         self._started = None
 
     @property
@@ -201,4 +203,10 @@ class LivePlot(keras.callbacks.Callback):
         return time.perf_counter() - self._started
 
     def _repr_mimebundle_(self, **kwargs):
-        return self.image._repr_mimebundle_(**kwargs)
+        """The plot, as a widget; and, for a page that shows no widgets (a notebook
+        saved with its outputs, the documentation site), its last frame as a PNG."""
+        bundle = self.image._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = f"LivePlot {self.label!r} (a widget: run the notebook in JupyterLab)"
+        if self.image.value:
+            bundle["image/png"] = base64.b64encode(self.image.value).decode("ascii")
+        return bundle

@@ -8,6 +8,7 @@ import keras
 import numpy as np
 
 from gaviz import pitfalls
+from gaviz.plotting import readable_log_axis
 from gaviz.history import NonFiniteUpdate
 from gaviz.trainer import AccumulationTrainer
 
@@ -59,7 +60,7 @@ class Comparison:
             else f"{self.effective_learning_rate_ratio:.3f}"
         )
         lines = [
-            f"{self.name} against the exact trainer:",
+            f"{self.label} against the exact trainer:",
             f"  first update relative error:   {self.first_update_relative_error:.3g}",
             f"  effective learning-rate ratio: {ratio}",
             f"  final weight distance:         {self.final_weight_distance:.3g}",
@@ -81,7 +82,14 @@ class Comparison:
         """
         record = pitfalls.record_of(self.name)
         story = self._story(record.story if record else "first_update")
-        return f"{self.name}: {story}" + (", then stopped: non-finite" if self.error else "")
+        return f"{self.label}: {story}" + (", then stopped: non-finite" if self.error else "")
+
+    @property
+    def label(self) -> str:
+        """The compared trainer as the lessons name it: a pitfall's key in
+        :data:`gaviz.PITFALLS` (``missing_reset``, not ``MissingReset``), else ``name``."""
+        record = pitfalls.record_of(self.name)
+        return record.name if record else self.name
 
     def _story(self, kind: str) -> str:
         norms, exact_norms = self.update_norms, self.exact_update_norms
@@ -103,17 +111,20 @@ class Comparison:
             figure = plt.figure(figsize=(10, 3.6))
         left, right = figure.subplots(1, 2)
         left.plot(range(1, len(self.exact_loss) + 1), self.exact_loss, label="exact", linewidth=2)
-        left.plot(range(1, len(self.loss) + 1), self.loss, "--", label=self.name)
+        left.plot(range(1, len(self.loss) + 1), self.loss, "--", label=self.label)
         left.set_xlabel("optimizer update")
         left.set_ylabel("effective-batch loss")
+        left.set_title("loss of each update", fontsize="medium")
         values = [v for v in self.loss + self.exact_loss if np.isfinite(v)]
         if values and min(values) > 0:
             left.set_yscale("log")  # a diverging pitfall would flatten the exact curve
+            readable_log_axis(left)
         left.legend(fontsize="small")
         left.grid(True, alpha=0.3)
         right.plot(range(1, len(self.weight_distance) + 1), self.weight_distance, color="C3")
         right.set_xlabel("optimizer update")
         right.set_ylabel("|weights - exact weights|")
+        right.set_title(f"how far {self.label}'s weights are from exact", fontsize="medium")
         right.grid(True, alpha=0.3)
         figure.suptitle(self.headline)
         figure.tight_layout()

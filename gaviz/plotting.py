@@ -74,29 +74,47 @@ def _keras_x(record, x_axis):
 
 
 def style_axes(ax, x_axis: str, title=None, log=True):
-    """Labels, grid and scale shared by every loss-curve plot in gaviz."""
+    """Labels, grid and scale shared by every loss-curve plot in gaviz; call
+    :func:`readable_log_axis` once the curves are drawn."""
     ax.set_xlabel(X_AXES[x_axis][0])
     ax.set_ylabel(EFFECTIVE_LOSS)
     ax.set_yscale("log" if log else "linear")
-    if log:
-        from matplotlib.ticker import FuncFormatter
-
-        # Plain numbers (0.5, not 5x10^-1), and between decades only 2 and 5
-        # (all nine minor labels would pile up).
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(FuncFormatter(_two_and_five))
     ax.grid(True, alpha=0.3)
     if title:
         ax.set_title(title)
 
 
-def _two_and_five(value, _):
-    import math
+#: Below this ratio of the axis's ends, ticks are spaced as on a linear axis.
+NARROW_RATIO = 10.0
 
-    if value <= 0:
-        return ""
-    leading = round(value / 10 ** math.floor(math.log10(value)))
-    return f"{value:g}" if leading in (2, 5) else ""
+
+def _plain(value, _position=None) -> str:
+    return f"{value:g}"
+
+
+def readable_log_axis(ax, which: str = "y") -> None:
+    """Labels a log-scaled axis of ``ax`` with plain numbers (``0.5``, ``2``, ``20``).
+
+    A narrow range (its ends less than ten times apart) gets about five evenly
+    spaced ticks; a wider one ticks at 1, 2 and 5 times each power of ten.
+    Call it after plotting, once the axis's limits are set.
+
+    Args:
+        ax: a Matplotlib ``Axes`` whose ``which`` axis is log-scaled.
+        which: ``"y"`` or ``"x"``.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+    if which not in ("x", "y"):
+        raise ValueError(f'`which` must be "x" or "y". Received: which={which!r}')
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    low, high = sorted(ax.get_ylim() if which == "y" else ax.get_xlim())
+    if low > 0 and high / low < NARROW_RATIO:
+        axis.set_major_locator(MaxNLocator(nbins=5))
+    else:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(_plain))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def plot_histories(histories, labels=None, ax=None, x_axis: str = "samples", title=None):
@@ -120,7 +138,10 @@ def plot_histories(histories, labels=None, ax=None, x_axis: str = "samples", tit
     for i, (history, label) in enumerate(zip(histories, labels)):
         xs, ys = curve(history, x_axis)
         ax.plot(xs, ys, LINE_STYLES[i % len(LINE_STYLES)], label=label, linewidth=1.6)
-    style_axes(ax, x_axis, title, log=all(y > 0 for h in histories for y in h.loss))
+    log = all(y > 0 for h in histories for y in h.loss)
+    style_axes(ax, x_axis, title or "effective-batch loss of each update", log=log)
+    if log:
+        readable_log_axis(ax)
     ax.legend(fontsize="small")
     return ax
 
@@ -143,6 +164,7 @@ class CurveFigure:
         FigureCanvasAgg(self.figure)
         self.ax = self.figure.add_subplot()
         style_axes(self.ax, x_axis, title)
+        readable_log_axis(self.ax)  # the empty axes too: a new LivePlot shows them
         self.lines = {}
 
     def update(self, label: str, history) -> None:
@@ -163,8 +185,14 @@ class CurveFigure:
         self.lines[label].set_data(xs, ys)
         if any(y <= 0 for y in ys):  # nan compares False: gaps do not count
             self.ax.set_yscale("linear")
+        self._rescale()
+
+    def _rescale(self) -> None:
+        """Fits the axes to the lines; a log axis gets ticks for its new range."""
         self.ax.relim()
         self.ax.autoscale_view()
+        if self.ax.get_yscale() == "log":
+            readable_log_axis(self.ax)
 
     def remove(self, label: str) -> None:
         """Takes the line ``label`` off the figure (nothing if it is not there)."""
@@ -176,8 +204,7 @@ class CurveFigure:
             self.ax.legend(fontsize="small", loc="upper right")
         elif self.ax.get_legend() is not None:
             self.ax.get_legend().remove()
-        self.ax.relim()
-        self.ax.autoscale_view()
+        self._rescale()
 
     def label_axes(self, x_label: str, y_label: str) -> None:
         self.ax.set_xlabel(x_label)

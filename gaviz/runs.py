@@ -19,6 +19,10 @@ from gaviz.trainer import AccumulationTrainer
 #: The trainer name of the exact trainer; every other name is a pitfall's.
 EXACT = "exact"
 HOLDS = ("effective", "micro")
+#: The trainers a run of the demo problem can train: the exact one and each pitfall
+#: that shows with any optimizer. The demo's optimizers (``demo.OPTIMIZERS``) neither
+#: clip nor schedule, so a pitfall that ``requires`` either would only raise.
+DEMO_TRAINERS = (EXACT, *(name for name, record in RECORDS.items() if record.requires is None))
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,7 @@ def plan_runs(steps, hold="effective", effective_batch_size=256, micro_batch_siz
     if not steps:
         raise ValueError("Choose at least one accumulation step count.")
     trainer = settings.get("trainer", EXACT)
-    checks.check_one_of("trainer", trainer, (EXACT, *PITFALLS))
+    checks.check_one_of("trainer", trainer, DEMO_TRAINERS)
     plans = []
     for k, (micro, effective) in zip(
         steps, batch_sizes(steps, hold, effective_batch_size, micro_batch_size)

@@ -190,6 +190,18 @@ class Reading(NamedTuple):
     shown: Callable[[Probe, np.ndarray], np.ndarray]
 
 
+def _times(ratio) -> str:
+    """A measured ratio as a sentence says it: ``"1.50x"``; a tiny one ``"less than 0.01x"``,
+    never ``"0.00x"``."""
+    return f"{ratio:.2f}x" if abs(ratio) >= 0.005 else "less than 0.01x"
+
+
+def _moved(ratio) -> str:
+    """``"moved 0.50x"``, or ``"barely moved, less than 0.01x"`` for a tiny ratio; the
+    caller goes on: ``f"its weights {_moved(r)} as far as the exact trainer's"``."""
+    return f"moved {ratio:.2f}x" if abs(ratio) >= 0.005 else "barely moved, less than 0.01x"
+
+
 def near(value, target) -> bool:
     """Whether a measured number matches a signature's, up to float32 rounding."""
     return bool(np.isfinite(value) and abs(value - target) <= TOLERANCE * (1 + abs(target)))
@@ -336,7 +348,7 @@ def _judge_profile(profile):
     if profile[0] > 1 and np.all(np.diff(profile) < 0):
         return Outcome(findings=[_found(
             "missing_reset", float(profile[0]),
-            f"window 1's gradient counts {profile[0]:.2f}x in the probe's "
+            f"window 1's gradient counts {_times(profile[0])} in the probe's "
             f"{probes.WINDOWS} updates (exact: once): each update re-applies the earlier "
             "windows")])
     shares = ", ".join(f"{p:.2f}" for p in profile)
@@ -360,18 +372,18 @@ def _judge_scale(steps, scale, k):
     elif near(scale, k):
         findings.append(_found(
             "missing_normalization", float(scale),
-            f"every update is {scale:.2f}x the exact one (k = {k}): the micro-batches' "
+            f"every update is {_times(scale)} the exact one (k = {k}): the micro-batches' "
             "mean losses are summed, not divided"))
         context = Context(window_scale=scale, missing_normalization=True)
     elif steps is None and near(scale, k + 1):
         findings.append(_found(
             "update_every_micro_step", float(scale),
-            f"every window moves the weights {scale:.2f}x as far as the exact update, as "
+            f"every window moves the weights {_times(scale)} as far as the exact update, as "
             f"{k} micro-batch steps and a window step do (optimizer steps not counted: the "
             "subject does not step the optimizer it is given)"))
         context = Context(micro_part=k, window_scale=1.0)
     else:
-        unexplained.append(f"windows probe: every update is {scale:.2f}x the exact one")
+        unexplained.append(f"windows probe: every update is {_times(scale)} the exact one")
     return Outcome(findings=findings, unexplained=unexplained), context
 
 
@@ -386,7 +398,7 @@ def _judge_micro_steps(steps, scale, k):
     if near(scale, k + 1) or near(scale, k):  # with or without a window update
         return Outcome(findings=[finding]), Context(micro_part=k, window_scale=scale - k)
     unexplained = [f"windows probe: with {steps:.2f} steps per window the "
-                   f"weights move {scale:.2f}x as far as the exact update"]
+                   f"weights move {_times(scale)} as far as the exact update"]
     return (Outcome(findings=[finding], unexplained=unexplained),
             Context(micro_part=k, window_scale=max(scale - k, 0.0)))
 
@@ -431,9 +443,9 @@ def _judge_ragged(probe, subject, exact, k, context):
     all_contributions = probes.contributions(subject, exact)
     fit = _fit_sizes(probe, all_contributions, subject, exact, k, context.micro_part)
     penalty = float(np.mean(all_contributions[len(probe.initial):]))
-    measured = (f"a sample in a micro-batch of {fit.smallest:.0f} counts {fit.per_sample:.2f}x "
+    measured = (f"a sample in a micro-batch of {fit.smallest:.0f} counts {_times(fit.per_sample)} "
                 f"one in a micro-batch of {fit.largest:.0f}; update off by {fit.error:.0%}; "
-                f"penalty {penalty:.2f}x exact")
+                f"penalty {_times(penalty)} exact")
     sizes = _judge_sizes(fit, context)
     penalized = _judge_penalty(penalty, k)
     # An unused penalty is the verdict only when nothing else was found.
@@ -481,7 +493,7 @@ def _judge_sizes(fit, context):
         return Outcome(findings=[_found(
             "mean_of_means", float(fit.per_sample),
             f"micro-batches of {sizes_text} samples weigh the same in the update: a "
-            f"sample in a micro-batch of {fit.smallest:.0f} counts {fit.per_sample:.2f}x one "
+            f"sample in a micro-batch of {fit.smallest:.0f} counts {_times(fit.per_sample)} one "
             f"in a micro-batch of {fit.largest:.0f} (the update is off by {fit.error:.0%})")])
     return Outcome(unexplained=[
         f"ragged probe: micro-batches of {sizes_text} samples "
@@ -497,7 +509,7 @@ def _judge_penalty(penalty, k):
     if near(penalty, k):
         return Outcome(findings=[_found(
             "regularizer_every_micro_step", penalty,
-            f"the weight penalty moves the weights {penalty:.2f}x as far as the exact update: "
+            f"the weight penalty moves the weights {_times(penalty)} as far as the exact update: "
             f"it is added once per micro-batch ({k} per update), not once per update")])
     return Outcome(unexplained=[f"ragged probe: the weight penalty counts {penalty:.2f} times "
                               "per update (exact: once)"])
@@ -516,8 +528,8 @@ def _judge_tail(probe, subject, exact, k, context):
     tail = float(np.mean(first)) - context.micro_part * m / k
     after_two = float(np.mean(second))
     scale = context.window_scale
-    measured = (f"partial window {tail / scale if scale else tail:.2f}x exact after epoch 1, "
-                f"its weights {after_two:.2f}x exact after epoch 2")
+    measured = (f"partial window {_times(tail / scale if scale else tail)} exact after epoch 1, "
+                f"its weights {_times(after_two)} exact after epoch 2")
     what = f"the partial window ({m} of {k} micro-batches, {samples} samples)"
     findings, unexplained, note = [], [], ""
     if near(tail, scale):
@@ -528,20 +540,20 @@ def _judge_tail(probe, subject, exact, k, context):
         else:
             findings.append(_found(
                 "under_scaled_tail", tail / scale,
-                f"{what} moves the weights {tail / scale:.2f}x as far as the exact update: it "
+                f"{what} moves the weights {_times(tail / scale)} as far as the exact update: it "
                 f"is divided as if it held {k} micro-batches"))
     elif near(tail, 0):
         if near(after_two, 0) or context.micro_part:
             findings.append(_found(
                 "dropped_tail", after_two,
-                f"{what} never reaches the weights: after 2 epochs its weights moved "
-                f"{after_two:.2f}x as far as the exact trainer's"))
+                f"{what} never reaches the weights: after 2 epochs its weights "
+                f"{_moved(after_two)} as far as the exact trainer's"))
         else:
             findings.append(_found(
                 "carried_tail", after_two,
                 f"{what} is not applied at the end of the epoch but in the next one, mixed "
-                f"with its first micro-batches (its weights moved 0.00x the exact trainer's "
-                f"after epoch 1, {after_two:.2f}x after epoch 2)"))
+                f"with its first micro-batches: after epoch 1 its weights barely moved, after "
+                f"epoch 2 they {_moved(after_two)} as far as the exact trainer's"))
     else:
         unexplained.append(f"tail probe: {what} counts {tail:.2f} times its exact share")
     return Outcome(measured, findings, unexplained, note=note), context
@@ -560,7 +572,7 @@ def _judge_clipping(probe, subject, exact, k, context):
     used = len(probe.sizes)
     moves = [o.after_epoch[0][:used] - o.start[:used] for o in (subject, exact)]
     ratio = float(np.linalg.norm(moves[0]) / np.linalg.norm(moves[1]))
-    measured = f"update {ratio:.2f}x as long as the clip allows"
+    measured = f"update {_times(ratio)} as long as the clip allows"
     if context.micro_part:
         return Outcome(measured, note="not judged: the subject steps on every micro-batch"), context
     if near(ratio, 1):
@@ -569,13 +581,13 @@ def _judge_clipping(probe, subject, exact, k, context):
         return Outcome(measured, [_found(
             "per_micro_batch_clipping", ratio,
             f"with every micro-batch's gradient above global_clipnorm, the update is "
-            f"{ratio:.2f}x as long as the clip allows (1/sqrt({k})): each micro-batch is "
+            f"{_times(ratio)} as long as the clip allows, 1/sqrt({k}): each micro-batch is "
             "clipped before accumulating")]), context
     if ratio > 1:
         return Outcome(measured, unused=["the optimizer's clipping (global_clipnorm)"],
                        note="clipping not used"), context
     return Outcome(measured, unexplained=[
-        f"clipping probe: the update is {ratio:.2f}x as long as the clip allows"]), context
+        f"clipping probe: the update is {_times(ratio)} as long as the clip allows"]), context
 
 
 def _numbered_labels(probe, k):

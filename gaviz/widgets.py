@@ -13,17 +13,18 @@ the live plot is :class:`~gaviz.liveplot.LivePlot`.
 
 from __future__ import annotations
 
+import base64
 import html
 import inspect
+import math
 import threading
 
 from gaviz import demo
 from gaviz.checks import TAIL_POLICIES, check_one_of
 from gaviz.dashboard_form import STEP_CHOICES, DashboardForm
 from gaviz.liveplot import CurveRenderer, LivePlot
-from gaviz.pitfalls import PITFALLS
 from gaviz.plotting import X_AXES, CurveFigure
-from gaviz.runs import EXACT, HOLDS, RunPlan, RunResult, plan_runs, train_run
+from gaviz.runs import DEMO_TRAINERS, EXACT, HOLDS, RunPlan, RunResult, plan_runs, train_run
 
 __all__ = ["Dashboard", "LivePlot", "dashboard"]
 
@@ -122,6 +123,7 @@ class Dashboard:
             return False
         self.results = [RunResult(plan) for plan in plans]
         self.figure = CurveFigure(self.x_axis.value, title=self._title())
+        self.form.show_plot(self.figure.png())  # the empty axes, until the first curve
         self.progress.max = max(1, sum(p.updates_per_epoch for p in plans) * self.epochs.value)
         self.progress.value = 0
         self.summary.value = ""
@@ -214,10 +216,24 @@ class Dashboard:
         self.form.set_running(running)
 
     def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+        """The form, as a widget; and, for a page that shows no widgets (a notebook
+        saved with its outputs, the documentation site), its status, plot and
+        summary as HTML. JupyterLab prefers the widget."""
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = "gaviz dashboard (a widget: run the notebook in JupyterLab)"
+        bundle["text/html"] = static_html(self.status.value, self.image.value,
+                                          self.summary.value)
+        return bundle
 
 
 # ------------------------------------------------------------ HTML, from plain objects
+
+
+def static_html(status: str, png: bytes, summary: str) -> str:
+    """The dashboard as a page without widgets shows it: status, plot (once drawn), summary."""
+    picture = (f"<img src='data:image/png;base64,{base64.b64encode(png).decode('ascii')}' "
+               "width='680'/>" if png else "")
+    return f"<div>{status}<br/>{picture}<div class='gaviz-summary'>{summary}</div></div>"
 
 
 def _status_html(message: str, error: bool = False) -> str:
@@ -250,15 +266,27 @@ def _summary_html(results: list[RunResult]) -> str:
     head = ("<tr><th>k</th><th>micro</th><th>effective</th><th>updates</th>"
             "<th>samples/s</th><th>final loss</th><th>distance from exact</th></tr>")
     rows = []
-    for r in results:
-        final = f"{r.history.loss[-1]:.4g}" if r.history else "–"
-        distance = "–" if r.distance_from_exact is None else f"{r.distance_from_exact:.3g}"
+    finals = column_text([r.history.loss[-1] if r.history else None for r in results])
+    distances = column_text([r.distance_from_exact for r in results])
+    for r, final, distance in zip(results, finals, distances):
         rows.append(
             f"<tr><td>{r.plan.accumulation_steps}</td><td>{r.plan.micro_batch_size}</td>"
             f"<td>{r.plan.effective_batch_size}</td><td>{len(r.history)}</td>"
             f"<td>{r.samples_per_second:,.0f}</td><td>{final}</td><td>{distance}</td></tr>")
     style = "<style>.gaviz-summary td, .gaviz-summary th {padding: 2px 10px; text-align: right}</style>"
     return f"{style}<table>{head}{''.join(rows)}</table>"
+
+
+def column_text(values, significant: int = 3, most_decimals: int = 8) -> list:
+    """``values`` as a table column shows them: one number of decimals for all, enough
+    for ``significant`` digits of the smallest (at most ``most_decimals``); None is "–".
+
+    ``[1.3, 2.048, 0.02214]`` -> ``["1.3000", "2.0480", "0.0221"]``.
+    """
+    sizes = [abs(v) for v in values if v is not None and math.isfinite(v) and v != 0]
+    smallest = min(sizes, default=1.0)
+    decimals = min(most_decimals, max(0, significant - 1 - math.floor(math.log10(smallest))))
+    return ["–" if v is None else f"{v:.{decimals}f}" for v in values]
 
 
 def _check_settings(unknown, steps, hold, optimizer, preset, tail, trainer, x_axis):
@@ -273,7 +301,7 @@ def _check_settings(unknown, steps, hold, optimizer, preset, tail, trainer, x_ax
     check_one_of("optimizer", optimizer, sorted(demo.OPTIMIZERS))
     check_one_of("preset", preset, demo.PRESETS)
     check_one_of("tail", tail, TAIL_POLICIES)
-    check_one_of("trainer", trainer, (EXACT, *PITFALLS))
+    check_one_of("trainer", trainer, DEMO_TRAINERS)
     check_one_of("x_axis", x_axis, X_AXES)
 
 

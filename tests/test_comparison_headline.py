@@ -42,14 +42,15 @@ def test_a_growing_update_is_told_as_last_over_first():
     # Updates of length 5, 10, 15, 20: the last is 4x the first; the exact ones stay 5.
     growing = trace((3, 4), (6, 8), (9, 12), (12, 16))
     comparison = compare_runs("MissingReset", growing, EXACT)
-    assert comparison.headline == "MissingReset: update 4 is 4x update 1 (exact: 1x)"
+    assert comparison.headline == "missing_reset: update 4 is 4x update 1 (exact: 1x)"
 
 
-@pytest.mark.parametrize("name", ["MissingNormalization", "UpdateEveryMicroStep"])
-def test_a_longer_step_the_same_way_is_told_as_a_learning_rate(name):
+@pytest.mark.parametrize("name, said", [("MissingNormalization", "missing_normalization"),
+                                        ("UpdateEveryMicroStep", "update_every_micro_step")])
+def test_a_longer_step_the_same_way_is_told_as_a_learning_rate(name, said):
     # First step (7.5, 10), length 12.5, along the exact (3, 4) of length 5: x2.5.
     longer = trace((7.5, 10), (3, 4), (3, 4), (3, 4))
-    assert compare_runs(name, longer, EXACT).headline == f"{name}: effective learning rate x2.5"
+    assert compare_runs(name, longer, EXACT).headline == f"{said}: effective learning rate x2.5"
 
 
 def test_a_step_another_way_falls_back_to_the_first_update_error():
@@ -57,29 +58,36 @@ def test_a_step_another_way_falls_back_to_the_first_update_error():
     # |(1, -7)| / 5 = sqrt(50) / 5 = 1.414...
     turned = trace((4, -3), (3, 4), (3, 4), (3, 4))
     headline = compare_runs("MissingNormalization", turned, EXACT).headline
-    assert headline == "MissingNormalization: first update off by 1.4"
+    assert headline == "missing_normalization: first update off by 1.4"
 
 
-@pytest.mark.parametrize("name", ["DroppedTail", "UnderScaledTail", "CarriedTail"])
-def test_a_tail_pitfall_is_told_by_its_updates_and_final_weights(name):
+@pytest.mark.parametrize("name, said", [("DroppedTail", "dropped_tail"),
+                                        ("UnderScaledTail", "under_scaled_tail"),
+                                        ("CarriedTail", "carried_tail")])
+def test_a_tail_pitfall_is_told_by_its_updates_and_final_weights(name, said):
     # Three updates of (3, 4) end at (9, 12); the exact run's four at (12, 16): 5 apart.
     dropped = trace((3, 4), (3, 4), (3, 4))
     headline = compare_runs(name, dropped, EXACT).headline
-    assert headline == f"{name}: 3 updates (exact: 4), final weights 5 apart"
+    assert headline == f"{said}: 3 updates (exact: 4), final weights 5 apart"
 
 
 def test_any_other_trainer_is_told_by_its_first_update_error():
     # (3.5, 4) against (3, 4): |(0.5, 0)| / 5 = 0.1 (and a learning-rate ratio
     # would exist, but only the two scaling pitfalls tell it).
     off = trace((3.5, 4), (3, 4), (3, 4), (3, 4))
-    assert compare_runs("MeanOfMeans", off, EXACT).headline == "MeanOfMeans: first update off by 0.1"
+    assert compare_runs("MeanOfMeans", off, EXACT).headline == "mean_of_means: first update off by 0.1"
 
 
 def test_a_stopped_run_is_told_after_its_story():
     failure = NonFiniteUpdate(update=3, epoch=1, loss=float("nan"), iterations=2)
     stopped = trace((3.5, 4), (3, 4), failure=failure)
     assert compare_runs("MeanOfMeans", stopped, EXACT).headline == (
-        "MeanOfMeans: first update off by 0.1, then stopped: non-finite")
+        "mean_of_means: first update off by 0.1, then stopped: non-finite")
+
+
+def test_a_trainer_that_is_no_pitfall_keeps_its_class_name():
+    off = trace((3.5, 4), (3, 4), (3, 4), (3, 4))
+    assert compare_runs("MyTrainer", off, EXACT).headline == "MyTrainer: first update off by 0.1"
 
 
 # ------------------------------------------------------------ the pitfalls
@@ -110,30 +118,28 @@ def numbers(pattern, text):
 def test_missing_reset_shows_the_updates_growing(regression_data):
     result = compare("missing_reset", [6] * 16, regression_data)  # 4 full windows
     growth, exact_growth = numbers(
-        rf"MissingReset: update 4 is {NUMBER}x update 1 \(exact: {NUMBER}x\)", title(result))
+        rf"missing_reset: update 4 is {NUMBER}x update 1 \(exact: {NUMBER}x\)", title(result))
     assert growth > 3  # update 4 sums the gradients of 4 windows
     assert growth == pytest.approx(result.update_norms[-1] / result.update_norms[0], rel=5e-3)
     assert exact_growth == pytest.approx(1, abs=0.3)  # the exact updates barely change
     assert result.first_update_relative_error == 0.0  # what the title said before: "off by 0"
 
 
-@pytest.mark.parametrize("name, prefix, factor", [
-    ("missing_normalization", "MissingNormalization", K),
-    ("update_every_micro_step", "UpdateEveryMicroStep", K + 1)])
-def test_too_large_steps_show_the_effective_learning_rate(name, prefix, factor, regression_data):
+@pytest.mark.parametrize("name, factor", [
+    ("missing_normalization", K), ("update_every_micro_step", K + 1)])
+def test_too_large_steps_show_the_effective_learning_rate(name, factor, regression_data):
     result = compare(name, [8] * 12, regression_data, learning_rate=1e-3)
-    (ratio,) = numbers(rf"{prefix}: effective learning rate x{NUMBER}", title(result))
+    (ratio,) = numbers(rf"{name}: effective learning rate x{NUMBER}", title(result))
     assert ratio == pytest.approx(factor, rel=0.05)
 
 
-@pytest.mark.parametrize("name, prefix, epochs, updates, exact_updates", [
-    ("dropped_tail", "DroppedTail", 1, 3, 4), ("under_scaled_tail", "UnderScaledTail", 1, 4, 4),
-    ("carried_tail", "CarriedTail", 2, 6, 8)])
+@pytest.mark.parametrize("name, epochs, updates, exact_updates", [
+    ("dropped_tail", 1, 3, 4), ("under_scaled_tail", 1, 4, 4), ("carried_tail", 2, 6, 8)])
 def test_tail_pitfalls_show_updates_and_where_the_weights_end(
-        name, prefix, epochs, updates, exact_updates, regression_data):
+        name, epochs, updates, exact_updates, regression_data):
     result = compare(name, [8] * 12 + [4], regression_data, epochs=epochs)  # 3 windows and a tail
     shown, shown_exact, distance = numbers(
-        rf"{prefix}: {NUMBER} updates \(exact: {NUMBER}\), final weights {NUMBER} apart",
+        rf"{name}: {NUMBER} updates \(exact: {NUMBER}\), final weights {NUMBER} apart",
         title(result))
     assert (shown, shown_exact) == (updates, exact_updates)
     assert (len(result.loss), len(result.exact_loss)) == (updates, exact_updates)
@@ -143,7 +149,7 @@ def test_tail_pitfalls_show_updates_and_where_the_weights_end(
 
 def test_other_trainers_keep_the_first_update_error(regression_data):
     result = compare("mean_of_means", [2, 30, 5, 11] * 2 + [4], regression_data)
-    (error,) = numbers(rf"MeanOfMeans: first update off by {NUMBER}", title(result))
+    (error,) = numbers(rf"mean_of_means: first update off by {NUMBER}", title(result))
     assert error > 0.05
     assert error == pytest.approx(result.first_update_relative_error, rel=0.05)
 

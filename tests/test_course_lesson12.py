@@ -120,3 +120,28 @@ def test_hints_do_not_give_the_answer_away():
     hints = " ".join(lesson12.early_stop.hints)
     assert "records.append((update.update, update.loss))" not in hints
     assert lesson12.early_stop.solution_file == "12_callback.py"
+
+
+def _pictures(output):
+    data = output.get("data", {})
+    return ("image/png" in data) + data.get("text/html", "").count("<img")
+
+
+def test_the_lesson_shows_each_widget_once_with_its_last_frame_for_a_saved_copy():
+    """Run as a newcomer would: each widget's output carries one picture, its final state
+    (the dashboard's plot and table, LivePlot's last frame) for a page without widgets;
+    no second copy below it, and no widget repr as text."""
+    from lesson_runner import LESSONS, run_lesson
+
+    executed = []
+    run_lesson(LESSONS / "12_appendix_live_dashboard.ipynb", executed=executed)
+    outputs = [o for cell in executed[0].cells if cell.cell_type == "code" for o in cell.outputs]
+    widgets = [o for o in outputs
+               if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert len(widgets) == 3  # gaviz.dashboard(), the driven board, the LivePlot
+    shown = [o for o in outputs if _pictures(o)]
+    assert shown == widgets[1:] and all(_pictures(o) == 1 for o in shown)
+    assert shown[0]["data"]["text/html"].count("<table>") == 1
+    for output in outputs:
+        text = output.get("text", "") + output.get("data", {}).get("text/plain", "")
+        assert "VBox(" not in text and "Image(value=" not in text, text

@@ -4,9 +4,8 @@ and no training; and the checks the Dashboard makes before building it."""
 import pytest
 
 import gaviz
-from gaviz import checks, demo
+from gaviz import checks, demo, runs
 from gaviz.dashboard_form import DashboardForm
-from gaviz.pitfalls import PITFALLS
 
 
 def heard(form, event):
@@ -51,7 +50,7 @@ def test_the_form_starts_from_the_values_it_is_given():
 def test_the_choices_are_read_from_where_they_are_defined():
     form = DashboardForm()
     assert form.tail.options == checks.TAIL_POLICIES
-    assert form.trainer.options == ("exact", *PITFALLS)
+    assert form.trainer.options == runs.DEMO_TRAINERS
     assert form.optimizer.options == tuple(sorted(demo.OPTIMIZERS))
     assert form.preset.options == tuple(demo.PRESETS)
 
@@ -63,7 +62,39 @@ def test_running_disables_the_settings_and_run_and_enables_stop():
     assert all(control.disabled for control in form.settings)
     assert form.run_button.disabled and not form.stop_button.disabled
     form.set_running(False)
-    assert not any(control.disabled for control in form.settings) and form.stop_button.disabled
+    derived = form.micro_batch_size  # holding the effective batch decides it
+    assert derived.disabled and form.stop_button.disabled
+    assert not any(control.disabled for control in form.settings if control is not derived)
+
+
+def test_the_batch_size_the_held_one_decides_is_disabled():
+    form = DashboardForm(hold="effective")
+    assert form.micro_batch_size.disabled and not form.effective_batch_size.disabled
+    form.hold.value = "micro"
+    assert form.effective_batch_size.disabled and not form.micro_batch_size.disabled
+    form.set_running(True)
+    form.set_running(False)
+    assert form.effective_batch_size.disabled and not form.micro_batch_size.disabled
+
+
+def test_every_trainer_offered_trains_with_every_demo_optimizer():
+    offered = DashboardForm().trainer.options
+    assert offered[0] == "exact" and len(offered) > 5
+    assert "per_micro_batch_clipping" not in offered and "schedule_per_micro_step" not in offered
+    for name in offered[1:]:
+        for optimizer in demo.OPTIMIZERS:
+            gaviz.PITFALLS[name](demo.make_model(seed=0, hidden=4),
+                                 demo.make_optimizer(optimizer, 0.01), "mse", 2)
+    with pytest.raises(ValueError, match=r"`trainer` must be one of .* Received: "
+                                         r"trainer='schedule_per_micro_step'"):
+        gaviz.Dashboard(trainer="schedule_per_micro_step")
+
+
+def test_the_plot_is_hidden_until_there_is_one_to_show():
+    form = DashboardForm()
+    assert form.image.layout.display == "none" and form.image.value == b""
+    form.show_plot(b"\x89PNG")
+    assert form.image.layout.display is None and form.image.value == b"\x89PNG"
 
 
 def test_the_layout_holds_every_control_and_output_once():

@@ -289,6 +289,7 @@ def test_every_gallery_class_is_diagnosed_as_its_own_name(name):
     assert not report.exact and not report.unexplained
     (finding,) = report.details
     assert finding.name == name and finding.measured
+    assert_reads_well(report.summary())
     # float32 rounding moves the numbers (up to ~5e-6 here), far inside the tolerance.
     if GALLERY_NUMBERS[name] is not None:
         assert abs(finding.value - GALLERY_NUMBERS[name]) < signatures.TOLERANCE / 100
@@ -384,10 +385,23 @@ def test_a_loop_that_moves_no_weight_is_not_exact():
                                                       "the weights"] * 3
 
 
+def assert_reads_well(text):
+    """No doubled parentheses ("((", ") ("), and no ratio printed as "0.00x"."""
+    for wrong in ("((", "))", ") (", "0.00x"):
+        assert wrong not in text, f"{wrong!r} in:\n{text}"
+
+
 def test_ignoring_the_penalty_is_noted_not_counted():
     report = diagnose(lesson_03_loop, accumulation_steps=K)
     assert report.unused == ["the model's regularization losses (model.losses)"]
     assert "- note: ignores the model's regularization losses" in report.summary()
+    assert_reads_well(report.summary())
+    assert_reads_well(report._repr_html_().split("<img")[0])
+
+
+def test_a_tiny_ratio_is_said_in_words():
+    assert signatures._times(0.001) == "less than 0.01x" and signatures._times(0.5) == "0.50x"
+    assert signatures._moved(0.0) == "barely moved, less than 0.01x"
 
 
 def test_summary_gives_number_and_fix_pointing_to_the_lesson():

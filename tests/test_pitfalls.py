@@ -212,7 +212,7 @@ def test_comparison_plot_and_summary(equal_micro):
     np.testing.assert_allclose(left.get_lines()[1].get_ydata(), result.loss)
     np.testing.assert_allclose(right.get_lines()[0].get_ydata(), result.weight_distance)
     text = result.summary()
-    assert "MissingNormalization" in text and "4.000" in text
+    assert text.startswith("missing_normalization against the exact trainer:") and "4.000" in text
 
 
 def test_comparison_reports_a_diverging_pitfall(equal_micro):

@@ -40,8 +40,11 @@ def test_run_plots_exactly_the_histories():
         np.testing.assert_array_equal(lines[result.plan.label].get_xdata(), xs)
         np.testing.assert_array_equal(lines[result.plan.label].get_ydata(), ys)
     image = matplotlib.image.imread(io.BytesIO(board.image.value), format="png")
-    assert image.shape[0] > 100
+    assert image.shape[0] > 100 and board.image.layout.display is None
     assert board.summary.value.count("<tr>") == 3
+    # One number of decimals for the whole final-loss column (never 1.3 beside 2.048).
+    finals = [row.split("<td>")[6].split("</td>")[0] for row in board.summary.value.split("<tr>")[2:]]
+    assert len({len(text.split(".")[1]) for text in finals}) == 1, finals
     assert not board.run_button.disabled and board.stop_button.disabled
     assert board.progress.value == sum(len(r.history) for r in board.results)
 
@@ -69,7 +72,8 @@ def test_stop_mid_run_leaves_the_trainer_consistent():
     trainer_updates = len(first.history)
     assert 0 < trainer_updates < first.plan.updates_per_epoch * 30
     assert all(not r.history for r in board.results[1:])  # later runs never started
-    assert not any(control.disabled for control in board._settings)
+    # Every setting is back, but the micro-batch: holding the effective batch decides it.
+    assert [c for c in board._settings if c.disabled] == [board.micro_batch_size]
 
 
 def test_controls_are_disabled_while_running():
@@ -117,6 +121,36 @@ def test_live_plot_callback_for_your_own_fit(regression_data):
     assert live.history.loss == history.loss
     np.testing.assert_array_equal(live.figure.lines["mine"].get_ydata(), history.loss)
     assert live.image.value[:4] == b"\x89PNG"
+    assert live.figure.ax.get_title() == "mine: loss, drawn as it trains"
+
+
+def test_a_new_live_plot_shows_its_empty_axes_not_a_broken_image():
+    live = gaviz.LivePlot(label="mine")
+    assert live.image.value[:4] == b"\x89PNG"
+    bundle = live._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle and "image/png" in bundle
+    assert "Image(value=" not in bundle["text/plain"]
+
+
+def test_a_saved_notebook_shows_the_finished_dashboard_once_as_html():
+    board = gaviz.dashboard(**FAST)
+    before = board._repr_mimebundle_()
+    assert "<img" not in before["text/html"] and "VBox(" not in before["text/plain"]
+    run_to_end(board)
+    after = board._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in after
+    page = after["text/html"]
+    assert page.count("<img") == 1 and page.count("<table>") == 1 and "finished" in page
+
+
+@pytest.mark.parametrize("values, expected", [
+    ([1.3, 2.048, 0.02214], ["1.3000", "2.0480", "0.0221"]),
+    ([12.5, None], ["12.5", "–"]),
+    ([0.0, 1e-12], ["0.00000000", "0.00000000"])])
+def test_a_column_of_numbers_shares_one_format(values, expected):
+    from gaviz.widgets import column_text
+
+    assert column_text(values) == expected
 
 
 @pytest.mark.parametrize("setting", ["stepz", "wide"])  # wide: a local of __init__

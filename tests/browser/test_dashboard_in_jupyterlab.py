@@ -145,9 +145,13 @@ def test_dashboard_runs_in_jupyterlab(lab):
                 raise AssertionError(
                     "the dashboard did not appear; page text:\n" + page.inner_text("body")[-3000:]
                 ) from None
+            image = page.locator("img.gaviz-plot")
+            # No broken-image icon before a run: the plot is hidden until drawn. Holding
+            # the effective batch decides the micro-batch, so its box takes no typing.
+            expect(image).to_be_hidden()
+            expect(page.locator(".gaviz-micro-batch input")).to_be_disabled()
             page.locator(".gaviz-steps select").select_option(label=["1", "4"])
             expect(page.locator(".gaviz-plan")).to_contain_text("k=4", timeout=10_000)
-            image = page.locator("img.gaviz-plot")
             before = image.get_attribute("src") or ""
 
             run.click()
