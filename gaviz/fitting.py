@@ -20,12 +20,14 @@ from gaviz.history import History, NonFiniteUpdate, Update
 from gaviz.window import WindowResult
 
 def fit(trainer, feed, epochs, updates, callbacks, verbose, validation,
-        steps_per_epoch: int | None = None) -> History:
+        steps_per_epoch: int | None = None, state_watch=None) -> History:
     """Trains ``trainer`` on ``feed`` for ``epochs`` (a range of epoch numbers
     counted from 1); see ``AccumulationTrainer.fit``.
 
     With ``steps_per_epoch``, an epoch is that many updates, and a pass over
-    the data goes on across epochs, as in Keras's ``EpochIterator``.
+    the data goes on across epochs, as in Keras's ``EpochIterator``. A
+    ``state_watch`` (:class:`gaviz.batch_layers.StateWatch`) is checked after
+    the first graph call.
 
     Keras's ``CallbackList`` drives ``callbacks`` (plus its History and,
     unless ``verbose`` is 0, its progress bar) as ``Model.fit`` does;
@@ -41,6 +43,7 @@ def fit(trainer, feed, epochs, updates, callbacks, verbose, validation,
     )
     run = _Run(trainer, updates, callback_list, history,
                listening=bool(updates) or bool(callbacks), steps_per_epoch=steps_per_epoch)
+    run.state_watch = state_watch
     if feed.endless():  # no end of a pass to close a window at: watch for short ones
         run.micro_batch_rows = int(tf.nest.flatten(feed.first())[0].shape[0])
     trainer.stop_training = False
@@ -96,6 +99,7 @@ class _Run:
         self.open_pass = None
         # Data that repeats forever: its first micro-batch's rows (None: not watched).
         self.micro_batch_rows = None
+        self.state_watch = None  # checked after the first graph call, then dropped
         self.updates = updates
         self.callbacks = callback_list
         self.history = history
@@ -172,6 +176,9 @@ class _Run:
             if limit is not None:
                 size = tf.minimum(size, limit - windows)
             rows, done = call(size, k_tensor)
+            if self.state_watch is not None:
+                self.state_watch.check(k, stacklevel=6)
+                self.state_watch = None
             rows = rows.numpy()[: int(done)]
             self.windows.observe(time.perf_counter() - started, len(rows))
             results = [WindowResult.unpack(row) for row in rows]

@@ -170,6 +170,7 @@ class AccumulationTrainer(tf.Module):
         self._compile(optimizer, loss, normalize, metrics, loss_weights)
         self.state = TrainerState(self.strategy)
         self._built, self._checked_spec, self._trained = False, None, []
+        self._state_watched = False  # layers updating their own state: checked once
         if model.built and model.trainable_variables:
             self._build()
         self.window_loop = self._window_loop()
@@ -403,7 +404,7 @@ class AccumulationTrainer(tf.Module):
         Whatever is raised, ``on_train_end`` is called first, and the model
         and optimizer hold the last applied update.
         """
-        epochs = checks.check_positive_int("epochs", epochs)
+        epochs = checks.check_int_at_least("epochs", epochs, 0)  # 0: nothing, as Keras
         validation_freq = checks.check_validation_freq(validation_freq)
         initial_epoch = checks.check_int_at_least("initial_epoch", initial_epoch, 0)
         updates = checks.check_callbacks(on_update)
@@ -424,9 +425,12 @@ class AccumulationTrainer(tf.Module):
             validation_freq,
             validation_steps and checks.check_positive_int("validation_steps", validation_steps),
         )
+        state_watch = None
+        if not self._state_watched:
+            state_watch, self._state_watched = batch_layers.StateWatch(self.model), True
         return fitting.fit(
             self, feed, range(initial_epoch + 1, epochs + 1), updates, callbacks, verbose,
-            checked, steps_per_epoch,
+            checked, steps_per_epoch, state_watch,
         )
 
     def _effective_batch_size(self, x, batch_size, initial_epoch) -> int | None:

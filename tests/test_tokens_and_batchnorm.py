@@ -1,5 +1,7 @@
 """Token-level normalization, and what accumulation cannot do for BatchNormalization."""
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -116,3 +118,43 @@ def test_a_trainer_for_a_model_with_batch_normalization_says_so_once_by_name():
         gaviz.AccumulationTrainer(gaviz.batchnorm.make_normalized_model("layer"),
                                   keras.optimizers.SGD(0.1), "mse", 4)
         gaviz.batch_dependence("batch", accumulation_steps=2, micro_batch_size=4)
+
+
+class RunningMean(keras.layers.Layer):
+    """A layer that updates its own state on every training call."""
+
+    def build(self, shape):
+        self.mean = self.add_weight(shape=(shape[-1],), initializer="zeros", trainable=False)
+
+    def call(self, x, training=None):
+        if training:
+            self.mean.assign(0.9 * self.mean + 0.1 * keras.ops.mean(x, axis=0))
+        return x - self.mean
+
+
+def state_model(layer):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), layer, keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    return model
+
+
+def test_a_layer_updating_its_own_state_is_warned_about_once():
+    x = np.random.default_rng(0).normal(size=(20, 3)).astype("float32")
+    trainer = gaviz.AccumulationTrainer(state_model(RunningMean()), accumulation_steps=2)
+    with pytest.warns(UserWarning, match=r"updates non-trainable variables while it trains "
+                                         r"\(sequential.*running_mean.*\)"):
+        trainer.fit(x, x[:, :1], batch_size=5, verbose=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trainer.fit(x, x[:, :1], batch_size=5, verbose=0)  # once per trainer
+
+
+@pytest.mark.parametrize("layer", [keras.layers.Dropout(0.3), keras.layers.GaussianNoise(0.1),
+                                   keras.layers.LayerNormalization()])
+def test_random_and_stateless_layers_are_not_warned_about(layer):
+    x = np.random.default_rng(0).normal(size=(20, 3)).astype("float32")
+    trainer = gaviz.AccumulationTrainer(state_model(layer), accumulation_steps=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trainer.fit(x, x[:, :1], batch_size=5, verbose=0)
