@@ -84,10 +84,18 @@ def page(served):
 
 
 def figures_in(notebook):
-    """How many image outputs (figures) an executed notebook holds."""
-    return sum(any(kind in output.get("data", {}) for kind in IMAGE_TYPES)
+    """How many figures an executed notebook's outputs show on the site: an
+    image output, or the images inside an HTML output (which the site renders
+    before an image: a widget's saved picture, for one)."""
+    return sum(_figures(output.get("data", {}))
                for cell in notebook.cells if cell.cell_type == "code"
                for output in cell.outputs)
+
+
+def _figures(data) -> int:
+    if "text/html" in data:
+        return data["text/html"].count("<img")
+    return int(any(kind in data for kind in IMAGE_TYPES))
 
 
 def lesson_names():
