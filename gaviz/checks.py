@@ -73,16 +73,8 @@ def check_backups(callbacks, keeps_sums: bool) -> None:
 def check_validation_freq(validation_freq):
     """An integer >= 1 (every that many epochs) or a list of epochs (from 1), as Keras takes."""
     if isinstance(validation_freq, (list, tuple)):
-        for epoch in validation_freq:
-            check_positive_int("validation_freq", epoch)
-        return list(validation_freq)
-    if isinstance(validation_freq, bool) or not isinstance(validation_freq, numbers.Integral) \
-            or validation_freq < 1:
-        raise ValueError(
-            "`validation_freq` must be an integer >= 1 (validate every that many epochs) or a "
-            f"list of epochs, counted from 1. Received: validation_freq={validation_freq!r}"
-        )
-    return validation_freq
+        return [check_positive_int("validation_freq", epoch) for epoch in validation_freq]
+    return check_positive_int("validation_freq", validation_freq)
 
 
 def check_epoch_ends(endless: bool, steps_per_epoch) -> None:

@@ -135,6 +135,7 @@ class DatasetFeed:
         if _distributed(strategy):
             self.source = strategy.experimental_distribute_dataset(dataset)
         self._function = None
+        self._first = None
 
     def micro_batches(self) -> int | None:
         """Micro-batches per epoch, when the dataset knows (None otherwise)."""
@@ -146,10 +147,12 @@ class DatasetFeed:
         return int(self.dataset.cardinality()) == int(tf.data.INFINITE_CARDINALITY)
 
     def first(self):
-        first = next(iter(self.dataset.take(1)), None)
-        if first is None:
+        """The first micro-batch (read once: later calls return it again)."""
+        if self._first is None:
+            self._first = next(iter(self.dataset.take(1)), None)
+        if self._first is None:
             raise ValueError("`x` is empty: the dataset yielded no micro-batches.")
-        return first
+        return self._first
 
     def epoch(self):
         """``call(max_windows, k)`` running windows of a fresh pass over the data."""

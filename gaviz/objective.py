@@ -85,6 +85,9 @@ class Objective:
             losses' reductions).
     """
 
+    #: The weight penalty is not in its loss: the window adds it once.
+    includes_weight_penalty = False
+
     def __init__(self, compile_loss, output_names, normalize=None):
         self.compile_loss = compile_loss
         self.output_names = output_names

@@ -39,6 +39,8 @@ class OwnLoss:
     """
 
     normalize = "samples"  # a window is divided by its rows
+    #: Keras's compute_loss adds model.losses (the weight penalty among them).
+    includes_weight_penalty = True
 
     def __init__(self, model, owner: str):
         self.model, self.owner = model, owner

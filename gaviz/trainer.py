@@ -178,10 +178,8 @@ class AccumulationTrainer(tf.Module):
     def _window_loop(self) -> WindowLoop:
         """The graph code, built from its parts."""
         micro_step = MicroStep(self.model, self.optimizer, self.objective, self.own_loss)
-        update = WindowUpdate(
-            self.model, self.optimizer, self.objective, self.rule, self.state.skipped_windows,
-            own_loss=self.own_loss is not None,
-        )
+        update = WindowUpdate(self.model, self.optimizer, self.own_loss or self.objective,
+                              self.rule, self.state.skipped_windows)
         hooks = Hooks(self.on_micro_batch, self.reduce_window, self.next_window)
         return WindowLoop(
             micro_step, update, self.state, self.strategy, hooks, self.rule, self.tail,

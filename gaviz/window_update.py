@@ -25,25 +25,23 @@ class WindowUpdate:
     Args:
         model: the trained ``keras.Model``.
         optimizer: its optimizer (a ``LossScaleOptimizer`` may skip a step).
-        objective: the trainer's objective (its ``normalize``).
+        objective: what makes the loss (an :class:`~gaviz.objective.Objective`,
+            or the model's own :class:`~gaviz.own_loss.OwnLoss`): its
+            ``normalize``, and whether its loss ``includes_weight_penalty``.
         rule: the window's arithmetic (:data:`gaviz.rules.EXACT` when exact).
         skipped_windows: the counter of windows a loss-scaling optimizer skipped.
-        own_loss: the model's own compute_loss makes the loss: it holds the
-            weight penalty, and the window is divided by its rows.
     """
 
-    def __init__(self, model, optimizer, objective: Objective, rule: rules.Rule, skipped_windows,
-                 own_loss: bool = False):
+    def __init__(self, model, optimizer, objective: Objective, rule: rules.Rule, skipped_windows):
         self.model, self.optimizer, self.objective = model, optimizer, objective
         self.rule, self.skipped_windows = rule, skipped_windows
-        self.own_loss = own_loss
         self.loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
     def finish(self, totals: WindowSums, steps, k):
         """``(loss, gradient, finite)`` of the window, by the rule."""
         penalty, penalty_grads = self._weight_penalty(steps)
         divisor = self.rule.divisor(totals.normalizer, steps, k)
-        if self.objective.normalize == "sum" and not self.own_loss:  # reduction "sum"
+        if self.objective.normalize == "sum":  # the loss's reduction is "sum"
             divisor = tf.ones_like(divisor)
         loss = tf.math.divide_no_nan(totals.loss_sum, divisor) + penalty
         grads = window.finish(totals.gradients, divisor, penalty_grads)
@@ -56,7 +54,7 @@ class WindowUpdate:
     def _weight_penalty(self, steps):
         """Weight regularization and its gradient, counted as the rule says."""
         regularized = regularized_weights(self.model)
-        if not regularized or self.own_loss:  # compute_loss adds model.losses itself
+        if not regularized or self.objective.includes_weight_penalty:
             return tf.constant(0.0), None
         times = self.rule.penalty_times(steps)
         with tf.GradientTape() as tape:
