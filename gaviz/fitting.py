@@ -42,8 +42,8 @@ def fit(trainer, feed, epochs, updates, callbacks, verbose, validation,
         model=trainer.model, verbose=verbose, epochs=epochs.stop - 1, steps=steps,
     )
     run = _Run(trainer, updates, callback_list, history,
-               listening=bool(updates) or bool(callbacks), steps_per_epoch=steps_per_epoch)
-    run.state_watch = state_watch
+               listening=bool(updates) or bool(callbacks), steps_per_epoch=steps_per_epoch,
+               state_watch=state_watch)
     if feed.endless():  # no end of a pass to close a window at: watch for short ones
         run.micro_batch_rows = int(tf.nest.flatten(feed.first())[0].shape[0])
     trainer.stop_training = False
@@ -92,14 +92,14 @@ class _Run:
     """One ``fit`` call's records, callbacks, and the size of its graph calls."""
 
     def __init__(self, trainer, updates, callback_list, history, listening,
-                 steps_per_epoch=None):
+                 steps_per_epoch=None, state_watch=None):
         self.trainer = trainer
         self.steps_per_epoch = steps_per_epoch
         # With steps_per_epoch: the pass over the data an epoch left unfinished.
         self.open_pass = None
         # Data that repeats forever: its first micro-batch's rows (None: not watched).
         self.micro_batch_rows = None
-        self.state_watch = None  # checked after the first graph call, then dropped
+        self.state_watch = state_watch  # checked after the first graph call, then dropped
         self.updates = updates
         self.callbacks = callback_list
         self.history = history

@@ -28,7 +28,8 @@ def make_update(optimizer=None, rule=rules.EXACT, normalize="samples"):
     optimizer = optimizer or keras.optimizers.SGD(1.0)
     optimizer.build(model.trainable_variables)
     skipped = tf.Variable(0, dtype=tf.int64)
-    update = WindowUpdate(model, optimizer, SimpleNamespace(normalize=normalize, includes_weight_penalty=False), rule, skipped)
+    makes_loss = SimpleNamespace(normalize=normalize, includes_weight_penalty=False)
+    update = WindowUpdate(model, optimizer, makes_loss, rule, skipped)
     return update, model
 
 
