@@ -2,6 +2,10 @@
 
 Public API:
     AccumulationTrainer: the exact trainer (the window's loop in the graph).
+    Accumulator, FlushAtEpochEnd: the same exact window for your own loop or
+        train_step, and the Keras callback that flushes it at an epoch's end.
+    SparseGradientWarning: sparse gradients meet an optimizer for which
+        Model.fit on the big batch lands elsewhere.
     NonFiniteUpdate: raised when a window's loss or gradient is not finite.
     History, Update: what a run reports, one record per optimizer update.
     Rule, rules: the window's arithmetic as data (for your own variations).
@@ -34,6 +38,9 @@ _tensorflow.check_installed()
 #: Each public name and the module it lives in ("" when it is that module itself).
 _PUBLIC = {
     "AccumulationTrainer": "gaviz.trainer",
+    "Accumulator": "gaviz.accumulator",
+    "FlushAtEpochEnd": "gaviz.accumulator",
+    "SparseGradientWarning": "gaviz.sparse_gradients",
     "batch_dependence": "gaviz.batchnorm",
     "compare_steps": "gaviz.compare",
     "Diagnosis": "gaviz.diagnosis",

@@ -173,7 +173,7 @@ def check_optimizer(optimizer):
     steps = getattr(optimizer, "gradient_accumulation_steps", None)
     if steps:
         raise ValueError(
-            "`optimizer` must not accumulate gradients itself: the trainer does. "
+            "`optimizer` must not accumulate gradients itself: gaviz does, exactly. "
             "Create it without `gradient_accumulation_steps`. "
             f"Received: optimizer.gradient_accumulation_steps={steps}"
         )

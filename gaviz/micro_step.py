@@ -12,7 +12,7 @@ import warnings
 import keras
 import tensorflow as tf
 
-from gaviz import _keras
+from gaviz import _keras, sparse_gradients
 from gaviz.objective import Objective
 from gaviz.window import WindowSums
 
@@ -30,6 +30,7 @@ class MicroStep:
         self.model, self.optimizer, self.objective = model, optimizer, objective
         self.own_loss = own_loss  # an OwnLoss: the model's compute_loss, not the compiled one
         self.loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        self._sparse_said = False  # sparse gradients: said once, at the first trace
 
     def variables(self) -> list:
         """The variables trained: the model's trainable ones, read when called."""
@@ -44,10 +45,17 @@ class MicroStep:
                 micro, loss_sum = self._loss(x, y, y_pred, sample_weight)
             scaled, per = self._scaled(loss_sum, micro.normalizer, accumulation_steps)
         grads = gradients(tape, scaled, self.model.trainable_variables)
+        self._say_sparse(grads)
         if per is not None:  # back to the gradient of the sum, in float32
             grads = [g * tf.cast(per, g.dtype) for g in grads]
         self._update_metrics(y, y_pred, sample_weight, micro)
         return WindowSums(grads, loss_sum, micro.sample_count, micro.normalizer, micro.rows)
+
+    def _say_sparse(self, grads):
+        if not self._sparse_said:
+            self._sparse_said = sparse_gradients.warn_if_fit_differs(
+                self.optimizer, grads, self.model.trainable_variables
+            )
 
     def _loss(self, x, y, y_pred, sample_weight):
         """``(micro, loss_sum)``: the micro-batch's MicroLoss and everything its

@@ -98,14 +98,30 @@ def zeros(variables) -> WindowSums:
 
 
 def add(sums: WindowSums, micro: WindowSums) -> WindowSums:
-    """Adds one micro-batch's sums into the window's (gradients cast to the sums' dtype)."""
+    """Adds one micro-batch's sums into the window's (gradients cast to the sums'
+    dtype; sparse ones summed densely, see :func:`densify`)."""
     return WindowSums(
-        [a + tf.cast(g, a.dtype) for a, g in zip(sums.gradients, micro.gradients)],
+        [a + densify(g, a, a.dtype) for a, g in zip(sums.gradients, micro.gradients)],
         sums.loss_sum + micro.loss_sum,
         sums.sample_count + micro.sample_count,
         sums.normalizer + micro.normalizer,
         sums.rows + micro.rows,
     )
+
+
+def densify(gradient, like, dtype):
+    """``gradient`` as a dense tensor of ``like``'s shape, in ``dtype``.
+
+    An Embedding's gradient is a ``tf.IndexedSlices``, one row per lookup: its
+    rows are added into the dense sum here, duplicates included, so the window
+    holds the textbook gradient of its summed loss (the sum of squares that
+    Keras's sparse updates see instead is :mod:`gaviz.sparse_gradients`'
+    subject). The dense sum is one copy of the table.
+    """
+    if isinstance(gradient, tf.IndexedSlices):
+        values = tf.cast(gradient.values, dtype)
+        return tf.math.unsorted_segment_sum(values, gradient.indices, tf.shape(like)[0])
+    return tf.cast(gradient, dtype)
 
 
 def finish(gradients, divisor, regularization_gradients=None) -> list:

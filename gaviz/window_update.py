@@ -87,9 +87,14 @@ class WindowUpdate:
         if self.rule.schedule_step is not None and micro_steps is not None:
             step = self.rule.schedule_step(micro_steps)
         with _schedule_read_at(self.optimizer, step):
-            self.optimizer.apply_gradients(
-                [(tf.cast(g, v.dtype), v) for g, v in zip(grads, variables)]
-            )
+            apply_to(self.optimizer, grads, variables)
+
+
+def apply_to(optimizer, grads, variables):
+    """One optimizer step: a window's gradient (float32 sums over its count),
+    cast to each variable's dtype. The trainer and :class:`gaviz.Accumulator`
+    both update through here."""
+    optimizer.apply_gradients([(tf.cast(g, v.dtype), v) for g, v in zip(grads, variables)])
 
 
 @contextlib.contextmanager
