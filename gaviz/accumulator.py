@@ -142,10 +142,17 @@ class Accumulator(tf.Module):
         """
         gradients = self._checked_gradients(gradients)
         count = _checked_count(count)
-        context = self._replica_context()
-        if context is None:
-            return self.strategy.run(self._replica_add, args=(gradients, count))
-        return self._replica_add(gradients, count)
+        if self._replica_context() is not None:
+            self._replica_add(gradients, count)
+        elif self.strategy.num_replicas_in_sync == 1:
+            self.strategy.run(self._replica_add, args=(gradients, count))
+        else:
+            raise ValueError(
+                f"`add` and `step` must be called in replica context under a strategy of "
+                f"{self.strategy.num_replicas_in_sync} replicas: inside strategy.run, with "
+                "each replica's gradients (here every replica would add the same ones). "
+                "apply() and flush() may be called outside it."
+            )
 
     def apply(self):
         """One update from the window, normalized by its total count; then empty.
@@ -235,14 +242,12 @@ class Accumulator(tf.Module):
             count, message="`count` must be > 0: what the micro-batch's loss divides by"
         )
         with tf.control_dependencies([check]):
-            ops = [
-                total.assign_add(window.densify(g, v, total.dtype) * tf.cast(weight, total.dtype))
-                for total, g, v in zip(self.gradient_sums, gradients, self.trained_variables)
-                if g is not None
-            ]
-            ops.append(self.window_count.assign_add(count))
-            ops.append(self.micro_steps_in_window.assign_add(1))
-        return tf.group(ops)
+            for total, g, v in zip(self.gradient_sums, gradients, self.trained_variables):
+                if g is not None:
+                    total.assign_add(window.densify(g, v, total.dtype)
+                                     * tf.cast(weight, total.dtype))
+            self.window_count.assign_add(count)
+            self.micro_steps_in_window.assign_add(1)
 
     def _update_if(self, is_due):
         """Applies the window where ``is_due()`` (a boolean tensor), deciding
@@ -287,10 +292,10 @@ class Accumulator(tf.Module):
                 sums = [tf.where(not_finite > 0, s * float("nan"), s) for s in sums]
         apply_to(self.optimizer, window.finish(sums, count), self.trained_variables)
         with tf.control_dependencies(sums + [count]):
-            resets = [total.assign(tf.zeros_like(total)) for total in self.gradient_sums]
-            resets.append(self.window_count.assign(0.0))
-            resets.append(self.micro_steps_in_window.assign(0))
-        return tf.group(resets)
+            for total in self.gradient_sums:
+                total.assign(tf.zeros_like(total))
+            self.window_count.assign(0.0)
+            self.micro_steps_in_window.assign(0)
 
 
 class FlushAtEpochEnd(keras.callbacks.Callback):

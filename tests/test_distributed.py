@@ -126,3 +126,50 @@ def test_multi_worker_matches_single_device_big_batches(tmp_path):
         # micro-step loop holds only the iterator's integer end-of-data agreement.
         assert result["collectives_outside_loop"] == ["CollectiveReduceV2:float32"]
         assert not [op for op in result["collectives_in_loop"] if "float" in op]
+
+
+# ------------------------------------------------- gaviz.Accumulator, MirroredStrategy
+
+
+@pytest.fixture(scope="module")
+def accumulator_cases():
+    out = finish(run_python(HERE / "distributed" / "accumulator_run.py"))
+    line = next(l for l in out.splitlines() if l.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def test_accumulator_step_inside_strategy_run_equals_the_big_batch(accumulator_cases):
+    case = accumulator_cases["step_in_replica_context"]
+    assert accumulator_cases["replicas"] == 2
+    assert case["gap"] < 1e-5
+    # 6 global micro-batches, k = 3: updates at the 3rd and the 6th.
+    assert case["said"] == [False, False, True, False, False, True]
+    assert case["iterations"] == 2
+
+
+def test_accumulator_add_inside_apply_after_strategy_run(accumulator_cases):
+    case = accumulator_cases["add_then_apply"]
+    assert case["gap"] < 1e-5 and case["iterations"] == 2
+
+
+def test_accumulator_in_a_train_step_under_model_fit_and_mirrored(accumulator_cases):
+    case = accumulator_cases["train_step_under_model_fit"]
+    assert case["gap"] < 1e-5
+    assert case["iterations"] == 4  # two windows an epoch, the second flushed
+    np.testing.assert_allclose(case["val_loss"], case["expected_val_loss"], rtol=1e-5)
+    # Where Keras's own option fails, in the same process (keras-team/keras#20582).
+    assert "merge_call" in accumulator_cases["keras_built_in_under_model_fit"]["error"]
+
+
+def test_accumulator_skips_a_window_any_replica_overflowed(accumulator_cases):
+    case = accumulator_cases["loss_scale_skips_a_window_one_replica_overflowed"]
+    assert case["clean_gap"] < 1e-5
+    assert case["iterations"] == 1  # the poisoned window was not applied
+    assert case["scale_after"] == case["scale_before"] / 2
+    assert case["moved"] == 0 and case["micro_steps_in_window"] == 0
+
+
+def test_accumulator_refuses_what_it_cannot_do_exactly_with_replicas(accumulator_cases):
+    said = accumulator_cases["refusals"]
+    assert "`optimizer` clips gradients (clipnorm) under a strategy of 2 replicas" in said["clipping"]
+    assert "must be called in replica context" in said["cross_replica_add"]
