@@ -524,3 +524,42 @@ def test_the_docstring_example_loop_is_diagnosed_as_its_comment_says():
     assert len(block.strip().splitlines()) <= 12
     report = diagnose(namespace["train_epoch"], accumulation_steps=K)
     assert report.findings == ["dropped_tail"], report.summary()
+
+
+# ---------------------------------------------------------- loops on gaviz.Accumulator
+
+
+def accumulator_loop(count_of, flush=True):
+    """An epoch of a GradientTape loop built on gaviz.Accumulator."""
+
+    def train_epoch(model, optimizer, loss, micro_batches, accumulation_steps):
+        acc = gaviz.Accumulator(optimizer, model.trainable_variables, accumulation_steps)
+        for x, y in micro_batches:
+            with tf.GradientTape() as tape:
+                value = loss(y, model(x, training=True))  # a mean over the rows
+                if model.losses:
+                    value += tf.add_n(model.losses)
+            acc.step(tape.gradient(value, model.trainable_variables), count_of(x))
+        if flush:
+            acc.flush()
+
+    return train_epoch
+
+
+def test_a_loop_on_the_accumulator_is_exact():
+    diagnosis = gaviz.diagnose(accumulator_loop(lambda x: tf.shape(x)[0]), accumulation_steps=3)
+    assert diagnosis.exact, diagnosis.summary()
+
+
+def test_a_wrong_count_on_the_accumulator_is_named_as_normalization():
+    # count=1 where the loss divides by the rows: each micro-batch's mean
+    # weighs the same whatever its size, the mean of means.
+    diagnosis = gaviz.diagnose(accumulator_loop(lambda x: 1), accumulation_steps=3)
+    assert diagnosis.findings == ["mean_of_means"], diagnosis.summary()
+
+
+def test_an_accumulator_never_flushed_drops_the_tail():
+    # A new accumulator each epoch: the unflushed partial window is lost.
+    diagnosis = gaviz.diagnose(accumulator_loop(lambda x: tf.shape(x)[0], flush=False),
+                               accumulation_steps=3)
+    assert diagnosis.findings == ["dropped_tail"], diagnosis.summary()
