@@ -71,6 +71,72 @@ def collective_ops(trainer, iterator):
     return outside, in_loop
 
 
+def accumulator_loop(strategy, ds):
+    """gaviz.Accumulator in a custom loop: step inside strategy.run, flush after
+    each epoch. Returns the weights and the collective ops of the traced step:
+    (in the update's branch, elsewhere)."""
+    with strategy.scope():
+        model = make_model()
+        acc = gaviz.Accumulator(keras.optimizers.Adam(0.01), model.trainable_variables, K)
+        loss_fn = keras.losses.MeanSquaredError()
+
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        acc.step(tape.gradient(loss, model.trainable_variables), tf.shape(x)[0])
+
+    @tf.function
+    def train_step(batch):
+        strategy.run(replica_step, args=batch)
+
+    distributed = strategy.experimental_distribute_dataset(ds)
+    for _ in range(2):
+        for batch in distributed:
+            train_step(batch)
+        acc.flush()
+    graph_def = train_step.get_concrete_function(
+        next(iter(distributed))).graph.as_graph_def()
+    return model.get_weights(), branch_collectives(graph_def)
+
+
+def branch_collectives(graph_def):
+    """Float collective ops reachable from a conditional's branches, and elsewhere."""
+    functions = {f.signature.name: f for f in graph_def.library.function}
+
+    def calls(nodes):
+        for node in nodes:
+            for value in node.attr.values():
+                if value.func.name:
+                    yield value.func.name
+                yield from (f.name for f in value.list.func)
+
+    def reachable(names):
+        seen, frontier = set(names), list(names)
+        while frontier:
+            for name in calls(functions[frontier.pop()].node_def):
+                if name in functions and name not in seen:
+                    seen.add(name)
+                    frontier.append(name)
+        return seen
+
+    branches = reachable([node.attr[side].func.name
+                          for f in [*functions.values()]
+                          for node in f.node_def if node.op in ("If", "StatelessIf")
+                          for side in ("then_branch", "else_branch")]
+                         + [node.attr[side].func.name for node in graph_def.node
+                            if node.op in ("If", "StatelessIf")
+                            for side in ("then_branch", "else_branch")])
+
+    def floats(nodes):
+        return [n.op for n in nodes if n.op.startswith("Collective")
+                and "float" in tf.dtypes.as_dtype(n.attr["T"].type).name]
+
+    in_branch = [op for name in branches for op in floats(functions[name].node_def)]
+    elsewhere = floats(graph_def.node) + [op for name, f in functions.items()
+                                          if name not in branches for op in floats(f.node_def)]
+    return in_branch, elsewhere
+
+
 def main():
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     rng = np.random.default_rng(0)
@@ -85,6 +151,7 @@ def main():
         trainer = gaviz.AccumulationTrainer(model, keras.optimizers.Adam(0.01), "mse", K)
     history = trainer.fit(ds, epochs=2)
     outside, in_loop = collective_ops(trainer, iter(strategy.experimental_distribute_dataset(ds)))
+    accumulator_weights, (in_update, per_micro_step) = accumulator_loop(strategy, ds)
     with open(out, "w") as handle:
         json.dump({
             "weights": [w.tolist() for w in model.get_weights()],
@@ -95,6 +162,9 @@ def main():
             "windows_per_call_after_fit": trainer.call_size.size,
             "collectives_outside_loop": outside,
             "collectives_in_loop": in_loop,
+            "accumulator_weights": [w.tolist() for w in accumulator_weights],
+            "accumulator_collectives_in_update": in_update,
+            "accumulator_collectives_per_micro_step": per_micro_step,
         }, handle)
 
 
