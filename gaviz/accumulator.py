@@ -237,17 +237,24 @@ class Accumulator(tf.Module):
         replicas = context.num_replicas_in_sync
         # Keras's losses divide a replica's loss by the number of replicas:
         # count * replicas brings its gradient back to the gradient of the sum.
-        weight = count * tf.constant(float(replicas))
+        micro = window.of_mean(gradients, count * float(replicas), self.trained_variables)
+        micro = micro._replace(sample_count=count, normalizer=count)
         check = tf.debugging.assert_positive(
             count, message="`count` must be > 0: what the micro-batch's loss divides by"
         )
         with tf.control_dependencies([check]):
-            for total, g, v in zip(self.gradient_sums, gradients, self.trained_variables):
-                if g is not None:
-                    total.assign_add(window.densify(g, v, total.dtype)
-                                     * tf.cast(weight, total.dtype))
-            self.window_count.assign_add(count)
+            total = window.add(self._window_sums(), micro)
+            for variable, value in zip(self.gradient_sums, total.gradients):
+                variable.assign(value)
+            self.window_count.assign(total.normalizer)
             self.micro_steps_in_window.assign_add(1)
+
+    def _window_sums(self):
+        """This replica's window, as :class:`gaviz.window.WindowSums`."""
+        count = self.window_count.read_value()
+        zero = tf.constant(0.0)
+        return window.WindowSums([t.read_value() for t in self.gradient_sums], zero, count,
+                                 count, zero)
 
     def _update_if(self, is_due):
         """Applies the window where ``is_due()`` (a boolean tensor), deciding
@@ -279,8 +286,7 @@ class Accumulator(tf.Module):
         all-reduced once before.
         """
         context = tf.distribute.get_replica_context()
-        sums = [total.read_value() for total in self.gradient_sums]
-        count = self.window_count.read_value()
+        sums, count = self._window_sums().gradients, self.window_count.read_value()
         loss_scaled = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
         if context.num_replicas_in_sync > 1:
             not_finite = 1.0 - tf.cast(window.all_finite(0.0, sums), tf.float32)

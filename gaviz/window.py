@@ -109,6 +109,26 @@ def add(sums: WindowSums, micro: WindowSums) -> WindowSums:
     )
 
 
+def of_mean(gradients, count, variables) -> WindowSums:
+    """What a micro-batch adds, given the gradients of its loss that is a mean
+    over ``count`` items: ``count * gradient``, the gradient of its summed loss
+    (None, a variable the loss does not reach, adds zeros; sparse gradients
+    stay sparse until :func:`add`). The loss itself is not known here (0)."""
+    count = tf.cast(count, tf.float32)
+    summed = []
+    for g, v in zip(gradients, variables):
+        dtype = accumulator_dtype(v)
+        if g is None:
+            summed.append(tf.zeros(v.shape, dtype))
+        elif isinstance(g, tf.IndexedSlices):
+            values = tf.cast(g.values, dtype) * tf.cast(count, dtype)
+            summed.append(tf.IndexedSlices(values, g.indices, g.dense_shape))
+        else:
+            summed.append(tf.cast(g, dtype) * tf.cast(count, dtype))
+    zero = tf.constant(0.0)
+    return WindowSums(summed, zero, count, count, zero)
+
+
 def densify(gradient, like, dtype):
     """``gradient`` as a dense tensor of ``like``'s shape, in ``dtype``.
 
