@@ -45,7 +45,7 @@ OLDEST_TESTS := tests/test_exactness.py tests/test_keras_fit_exact.py \
 	tests/test_keras_fit_arguments.py tests/test_keras_callbacks.py \
 	tests/test_every_optimizer.py tests/test_recompiling.py tests/test_custom_steps.py \
 	tests/test_keras_door.py tests/test_training_contract.py \
-	tests/test_precision_and_memory.py tests/test_tokens_and_batchnorm.py
+	tests/test_precision_and_memory.py tests/test_tokens_and_batchnorm.py tests/test_accumulator.py
 
 test-oldest:
 	test -x $(VENV_OLDEST)/bin/python || $(PYTHON) -m venv $(VENV_OLDEST)
