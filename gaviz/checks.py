@@ -150,9 +150,17 @@ def check_model(model):
 
 #: Keras's steps a model may override, and what to do instead with gaviz.
 _OWN_STEPS = {
-    "train_step": "Train this model with Model.fit, or move what your train_step adds into "
-                  "compute_loss (honoured when it is a mean over the batch's rows), the "
-                  "model (add_loss) or its compiled loss and metrics.",
+    "train_step": (
+        "Keep your train_step and accumulate inside it with gaviz.Accumulator: create "
+        "`self.accumulator = gaviz.Accumulator(self.optimizer, self.trainable_variables, "
+        "accumulation_steps=k)` once the model is built; in train_step, call "
+        "`self.accumulator.step(gradients, count)` (the gradients of the micro-batch's mean "
+        "loss and the rows it averages) instead of `self.optimizer.apply(...)`; and "
+        "train with `model.fit(..., callbacks=[gaviz.FlushAtEpochEnd(self.accumulator)])`. "
+        "See docs/guide/own_loop.md. To train with AccumulationTrainer instead, move what "
+        "your train_step adds into compute_loss (honoured when it is a mean over the "
+        "batch's rows), the model (add_loss) or its compiled loss and metrics."
+    ),
 }
 
 

@@ -65,7 +65,8 @@ class AccumulationTrainer(tf.Module):
             A model that overrides ``compute_loss`` trains with its own,
             which must be a mean over the batch's rows (``gaviz.own_loss``
             says why; one that is not is refused); one that overrides
-            ``train_step`` is refused.
+            ``train_step`` is refused, with how to keep it and accumulate
+            inside it with ``gaviz.Accumulator``.
         accumulation_steps: micro-batches per update: an int >= 1, or a
             callable ``epoch -> int`` (epochs count from 1) for a schedule
             such as a batch-size warm-up. Read once per epoch (a window never
