@@ -7,6 +7,7 @@ import numbers
 import warnings
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 TAIL_POLICIES = ("flush", "drop", "carry")
@@ -231,6 +232,49 @@ def _looks_unbatched(spec, model):
         s.shape.rank is not None and s.shape.rank == len(i.shape) - 1
         for s, i in zip(x_specs, model_inputs)
     )
+
+
+def check_array_dtypes(name, value) -> None:
+    """Refuses numpy arrays in ``value`` (the argument ``name``, or a nest of
+    arrays) of a dtype ``Model.fit`` refuses, before any training.
+
+    Keras takes numbers, booleans and strings as a ``tf.string`` tensor or a
+    1-D object array of Python ``str`` (keras/src/trainers/data_adapters/
+    array_slicing.py, ``convert_to_sliceable``); a numpy ``str_`` or
+    ``bytes_`` array, or any other object array, fails in its data adapter.
+    The trainer's graph would take them (TensorFlow makes strings of them), so
+    they would fail only where Keras's code meets them: in validation, after
+    an epoch of training.
+
+    Raises:
+        ValueError: an array of such a dtype.
+    """
+    from keras import tree
+
+    for path, array in tree.flatten_with_path(value) if value is not None else []:
+        if not isinstance(array, np.ndarray) or _keras_takes(array):
+            continue
+        where = name + "".join(f"[{key!r}]" for key in path)
+        hint = ""
+        if array.dtype.kind in "US":
+            hint = (f" Pass its strings as Model.fit takes them: tf.constant({where}), or "
+                    f"{where}.astype(object) when it is 1-D.")
+        raise ValueError(
+            f"`{where}` must be an array of numbers, booleans or strings as Keras takes "
+            "them (a tf.string tensor, or a 1-D object array of Python str): Model.fit "
+            f"refuses it before training. Received: {where} of dtype {array.dtype} and "
+            f"shape {array.shape}.{hint}"
+        )
+
+
+def _keras_takes(array) -> bool:
+    if array.dtype == object:
+        return array.ndim == 1 and all(isinstance(item, str) for item in array)
+    try:
+        keras.backend.standardize_dtype(array.dtype)
+    except ValueError:
+        return False
+    return True
 
 
 def check_loss(loss):

@@ -411,6 +411,9 @@ class AccumulationTrainer(tf.Module):
         if steps_per_epoch is not None:
             steps_per_epoch = checks.check_positive_int("steps_per_epoch", steps_per_epoch)
         self._follow_compile()
+        if not isinstance(x, feeds.BATCHED):
+            for name, arrays in (("x", x), ("y", y), ("sample_weight", sample_weight)):
+                checks.check_array_dtypes(name, arrays)
         (x, y, sample_weight), validation_data = validation.split(
             x, y, sample_weight, validation_split, validation_data
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keras
 
-from gaviz import _keras, feeds
+from gaviz import _keras, checks, feeds
 
 
 class Validation:
@@ -17,7 +17,8 @@ class Validation:
 
     @classmethod
     def make(cls, data, batch_size, freq, steps=None):
-        """None without data; raises ValueError for data of the wrong form."""
+        """None without data; raises ValueError for data of the wrong form (or
+        of a dtype Model.fit refuses, before training rather than after an epoch)."""
         if data is None:
             return None
         if isinstance(data, feeds.BATCHED):
@@ -34,6 +35,8 @@ class Validation:
                 "a tf.data.Dataset, a keras.utils.PyDataset or a generator. "
                 f"Received: {type(data).__name__}"
             ) from None
+        for index, arrays in enumerate((x, y, sample_weight)):
+            checks.check_array_dtypes(f"validation_data[{index}]", arrays)
         return cls(x, y, sample_weight, batch_size, freq, steps)
 
     def due(self, epoch) -> bool:
