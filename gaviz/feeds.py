@@ -147,9 +147,21 @@ class DatasetFeed:
         return int(self.dataset.cardinality()) == int(tf.data.INFINITE_CARDINALITY)
 
     def first(self):
-        """The first micro-batch (read once: later calls return it again)."""
+        """The first micro-batch (read once: later calls return it again).
+
+        A pass that stops early over a dataset that caches (``.cache()``)
+        discards what it cached, and TensorFlow logs that the calling
+        iterator did not fully read the dataset being cached, which
+        ``Model.fit`` never causes. So a finite dataset that caches is read
+        to its end here: its cache is then complete, and the first epoch
+        reads from it (what follows the cache in the pipeline runs once more).
+        """
         if self._first is None:
-            self._first = next(iter(self.dataset.take(1)), None)
+            elements = iter(self.dataset)
+            self._first = next(elements, None)
+            if _caches(self.dataset) and not self.endless():
+                for _ in elements:  # to the end, which completes the cache
+                    pass
         if self._first is None:
             raise ValueError("`x` is empty: the dataset yielded no micro-batches.")
         return self._first
@@ -204,6 +216,21 @@ def _array_dataset(arrays, rows, batch_size, shuffle):
     if shuffle:
         dataset = dataset.shuffle(rows, reshuffle_each_iteration=True)
     return dataset.batch(batch_size)
+
+
+def _caches(dataset) -> bool:
+    """Whether ``dataset`` or a dataset it reads from is a ``.cache()``: each
+    dataset's inputs are ``DatasetV2._inputs()`` and a cache is a
+    ``CacheDataset`` (tensorflow/python/data/ops/dataset_ops.py and
+    cache_op.py; tests/test_feeds.py checks that both are still so)."""
+    stack = [dataset]
+    while stack:
+        dataset = stack.pop()
+        if type(dataset).__name__ == "CacheDataset":
+            return True
+        inputs = getattr(dataset, "_inputs", None)
+        stack.extend(inputs() if callable(inputs) else [])
+    return False
 
 
 def _distributed(strategy) -> bool:

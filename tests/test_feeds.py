@@ -76,3 +76,23 @@ def test_bad_data_is_named_as_the_argument_x():
                         recorder.windows).first()
     with pytest.raises(ValueError, match="`batch_size` must be an integer >= 1"):
         feeds.make_feed(x, y, 0, True, None, model, STRATEGY, recorder.windows)
+
+
+def test_a_cache_is_found_among_a_datasets_inputs():
+    """What DatasetFeed.first reads to its end (TensorFlow's internals it reads
+    through: DatasetV2._inputs and the class name CacheDataset)."""
+    rows = tf.data.Dataset.range(4)
+    assert not feeds._caches(rows.batch(2).prefetch(1))
+    assert feeds._caches(rows.cache().batch(2).prefetch(1))
+    assert feeds._caches(rows.batch(2).concatenate(rows.batch(2).cache()))
+
+
+def test_the_first_micro_batch_of_a_cached_dataset_is_its_first():
+    recorder = Recorder()
+    x, y = arrays(6)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(4).cache()
+    feed = feeds.make_feed(dataset, None, None, True, None, make_mlp(), STRATEGY, recorder.windows)
+    np.testing.assert_array_equal(feed.first()[0], x[:4])
+    with pytest.raises(ValueError, match="`x` is empty"):
+        feeds.make_feed(dataset.take(0).cache(), None, None, True, None, make_mlp(), STRATEGY,
+                        recorder.windows).first()
