@@ -197,37 +197,42 @@ def check_one_of(name, value, options):
     return value
 
 
-def check_dataset(dataset, model=None, name="dataset"):
+def check_dataset(dataset, model=None, name="dataset", targets=True):
     """Checks that ``dataset`` (the argument ``name``) is a tf.data.Dataset of
-    ``(x, y)`` or ``(x, y, w)`` micro-batches."""
+    ``(x, y)`` or ``(x, y, w)`` micro-batches; or, without ``targets`` (a
+    model whose loss its layers add), also of inputs alone, ``x`` or ``(x,)``."""
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(
             f"`{name}` must be a tf.data.Dataset of (x, y) or (x, y, sample_weight) "
             f"micro-batches. Received: {name} of type {type(dataset).__name__}"
         )
     spec = dataset.element_spec
-    if not isinstance(spec, tuple) or len(spec) not in (2, 3):
+    paired = isinstance(spec, tuple) and len(spec) in (2, 3)
+    inputs_only = not isinstance(spec, tuple) or len(spec) == 1
+    if not (paired or (inputs_only and not targets)):
+        forms = "(x, y) or (x, y, sample_weight)" + ("" if targets else ", x or (x,)")
         raise TypeError(
-            f"`{name}` elements must be tuples (x, y) or (x, y, sample_weight). "
-            f"Received: element_spec={spec}"
+            f"`{name}` elements must be tuples {forms}. Received: element_spec={spec}"
         )
-    if _looks_unbatched(spec, model):
+    x_spec, y_spec = spec[:2] if paired else (spec[0] if isinstance(spec, tuple) else spec, None)
+    if _looks_unbatched(x_spec, y_spec, model):
         raise ValueError(
             f"`{name}` must yield micro-batches, but its elements look like single "
             f"samples (element_spec={spec}). Batch it: dataset.batch(micro_batch_size)."
         )
 
 
-def _looks_unbatched(spec, model):
+def _looks_unbatched(x_spec, y_spec, model):
     """Scalar targets, or inputs one axis short of the model's inputs."""
     from keras import tree
 
-    if any(s.shape.rank == 0 for s in tree.flatten(spec[1])):
+    targets = [] if y_spec is None else tree.flatten(y_spec)
+    if any(getattr(s, "shape", None) is not None and s.shape.rank == 0 for s in targets):
         return True
     inputs = getattr(model, "inputs", None) if model is not None else None
     if not inputs:
         return False
-    x_specs, model_inputs = tree.flatten(spec[0]), tree.flatten(inputs)
+    x_specs, model_inputs = tree.flatten(x_spec), tree.flatten(inputs)
     return len(x_specs) == len(model_inputs) and all(
         s.shape.rank is not None and s.shape.rank == len(i.shape) - 1
         for s, i in zip(x_specs, model_inputs)

@@ -16,18 +16,24 @@ class Validation:
         self.batch_size, self.freq, self.steps = batch_size, freq, steps
 
     @classmethod
-    def make(cls, data, batch_size, freq, steps=None):
+    def make(cls, data, batch_size, freq, steps=None, targets=True):
         """None without data; raises ValueError for data of the wrong form (or
-        of a dtype Model.fit refuses, before training rather than after an epoch)."""
+        of a dtype Model.fit refuses, before training rather than after an epoch).
+
+        ``targets``: False for a model whose loss its layers add, which
+        Keras validates on inputs alone (``x_val`` or ``(x_val,)``) too.
+        """
         if data is None:
             return None
         if isinstance(data, feeds.BATCHED):
             return cls(data, None, None, None, freq, steps)  # batched already
         try:
             if not isinstance(data, (tuple, list)):
-                raise TypeError(type(data).__name__)
+                if targets:
+                    raise TypeError(type(data).__name__)
+                data = (data,)
             x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(tuple(data))
-            if y is None:
+            if y is None and targets:
                 raise ValueError("no targets")
         except (TypeError, ValueError):
             raise ValueError(

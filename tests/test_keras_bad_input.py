@@ -217,3 +217,40 @@ def test_arrays_model_fit_refuses_are_refused_before_training(fit, named):
         trainer.fit(batch_size=4, epochs=1, verbose=0, **fit)
     assert "must be an array of numbers, booleans or strings" in str(caught.value)
     assert int(trainer.optimizer.iterations.numpy()) == 0
+
+
+class SummedLoss(keras.layers.Layer):
+    """Adds a loss that sums over the batch's rows: 1/k of Model.fit's per micro-batch."""
+
+    def call(self, x):
+        self.add_loss(keras.ops.sum(keras.ops.square(x)))
+        return x
+
+
+class NoLoss(keras.layers.Layer):
+    def call(self, x):
+        return x
+
+
+def added_loss_model(layer):
+    """Compiled without a loss: whatever ``layer`` adds is the loss."""
+    keras.utils.set_random_seed(1)
+    inputs = keras.Input((5,))
+    model = keras.Model(inputs, layer(keras.layers.Dense(2)(inputs)))
+    model.compile(keras.optimizers.SGD(0.1))
+    return model
+
+
+@pytest.mark.parametrize("layer, named", [
+    (SummedLoss, r"`model` is compiled without a loss, and the loss its layers add with "
+                 r"add_loss \(summed_loss\) is not a mean over the batch's rows"),
+    (NoLoss, r"`loss` is required: .* or add it in a layer's call with add_loss\. "
+             r"Received: loss=None, .* no loss added with add_loss"),
+], ids=["summed-over-rows", "none"])
+def test_a_loss_added_with_add_loss_that_is_not_a_mean_over_rows_is_refused(layer, named):
+    """A model whose only loss is what its layers add: refused by name, with no
+    update, when it adds none or one Model.fit would weigh otherwise."""
+    trainer = gaviz.AccumulationTrainer(added_loss_model(layer()), accumulation_steps=K)
+    with pytest.raises(ValueError, match=named):
+        trainer.fit(X, batch_size=B, epochs=1, verbose=0)  # inputs alone, as Model.fit takes
+    assert int(trainer.optimizer.iterations.numpy()) == 0

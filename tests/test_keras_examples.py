@@ -8,6 +8,8 @@ import sys
 
 import keras
 import numpy as np
+import pytest
+import tensorflow as tf
 
 import gaviz
 from helpers import assert_same_history, weight_gap
@@ -43,6 +45,59 @@ def test_strings_in_a_1d_object_array_train_and_validate_as_model_fit():
         x, y, batch_size=B, epochs=2, shuffle=False, verbose=0, validation_data=(x, y))
     theirs = reference.fit(x, y, batch_size=K * B, epochs=2, shuffle=False, verbose=0,
                            validation_data=(x, y))
+    assert_same_history(ours.history, theirs.history)
+    assert weight_gap(model, reference) < 1e-5
+
+
+class LogisticEndpoint(keras.layers.Layer):
+    """keras.io's endpoint layer: the loss and a metric computed in call, from
+    targets and sample weights given as inputs (keras_recipes/endpoint_layer_pattern)."""
+
+    def __init__(self, name=None):
+        super().__init__(name=name)
+        self.loss_fn = keras.losses.BinaryCrossentropy(from_logits=True)
+        self.accuracy_fn = keras.metrics.BinaryAccuracy(name="accuracy")
+
+    def call(self, logits, targets=None, sample_weight=None):
+        if targets is not None:
+            self.add_loss(self.loss_fn(targets, logits, sample_weight))
+            self.accuracy_fn.update_state(targets, logits, sample_weight)
+        return keras.ops.sigmoid(logits)
+
+
+def endpoint_model():
+    """Compiled without a loss: its only loss is the endpoint's add_loss."""
+    keras.utils.set_random_seed(1)
+    inputs = keras.Input((5,), name="inputs")
+    targets = keras.Input((1,), name="targets")
+    sample_weight = keras.Input((1,), name="sample_weight")
+    logits = keras.layers.Dense(1)(inputs)
+    predictions = LogisticEndpoint()(logits, targets, sample_weight)
+    model = keras.Model([inputs, targets, sample_weight], predictions)
+    model.compile(keras.optimizers.Adam(0.05))
+    return model
+
+
+def endpoint_data(rows, seed=0):
+    """Inputs alone, targets and weights among them: fit(data), y=None."""
+    rng = np.random.default_rng(seed)
+    inputs = rng.normal(size=(rows, 5)).astype("float32")
+    return {"inputs": inputs,
+            "targets": (inputs[:, :1] + 0.5 * rng.normal(size=(rows, 1)) > 0).astype("float32"),
+            "sample_weight": rng.uniform(0.5, 1.5, size=(rows, 1)).astype("float32")}
+
+
+@pytest.mark.parametrize("form", ["arrays", "dataset"])
+def test_a_loss_added_by_an_endpoint_layer_trains_as_model_fit(form):
+    data, validation = endpoint_data(20), endpoint_data(6, seed=1)  # windows of 8, 8 and 4
+    model, reference = twins(endpoint_model)
+    trainer = gaviz.AccumulationTrainer(model, accumulation_steps=K)
+    x = data if form == "arrays" else tf.data.Dataset.from_tensor_slices(data).batch(B)
+    ours = trainer.fit(x, batch_size=B if form == "arrays" else None, epochs=2,
+                       shuffle=False, verbose=0, validation_data=validation)
+    theirs = reference.fit(data, batch_size=K * B, epochs=2, shuffle=False, verbose=0,
+                           validation_data=validation)
+    assert sorted(theirs.history) == ["accuracy", "loss", "val_accuracy", "val_loss"]
     assert_same_history(ours.history, theirs.history)
     assert weight_gap(model, reference) < 1e-5
 
