@@ -210,11 +210,15 @@ def check_dataset(dataset, model=None, name="dataset", targets=True):
     paired = isinstance(spec, tuple) and len(spec) in (2, 3)
     inputs_only = not isinstance(spec, tuple) or len(spec) == 1
     if not (paired or (inputs_only and not targets)):
-        forms = "(x, y) or (x, y, sample_weight)" + ("" if targets else ", x or (x,)")
+        forms = ("tuples (x, y) or (x, y, sample_weight)" if targets
+                 else "x, (x,), (x, y) or (x, y, sample_weight)")
         raise TypeError(
-            f"`{name}` elements must be tuples {forms}. Received: element_spec={spec}"
+            f"`{name}` elements must be {forms}. Received: element_spec={spec}"
         )
-    x_spec, y_spec = spec[:2] if paired else (spec[0] if isinstance(spec, tuple) else spec, None)
+    if paired:
+        x_spec, y_spec = spec[:2]
+    else:
+        x_spec, y_spec = spec[0] if isinstance(spec, tuple) else spec, None
     if _looks_unbatched(x_spec, y_spec, model):
         raise ValueError(
             f"`{name}` must yield micro-batches, but its elements look like single "

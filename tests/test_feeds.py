@@ -96,3 +96,25 @@ def test_the_first_micro_batch_of_a_cached_dataset_is_its_first():
     with pytest.raises(ValueError, match="`x` is empty"):
         feeds.make_feed(dataset.take(0).cache(), None, None, True, None, make_mlp(), STRATEGY,
                         recorder.windows).first()
+
+
+def test_inputs_alone_are_micro_batches_without_targets_when_none_are_needed():
+    """A model whose layers add its loss (targets=False) takes x alone: arrays
+    with y=None, or a dataset of x; its micro-batches are (x, None)."""
+    recorder, model = Recorder(), make_mlp()
+    x, _ = arrays(6)
+    feed = feeds.make_feed(x, None, 4, False, None, model, STRATEGY, recorder.windows,
+                           targets=False)
+    inputs, targets = feed.first()
+    np.testing.assert_array_equal(inputs, x[:4])
+    assert targets is None
+    dataset = tf.data.Dataset.from_tensor_slices(x).batch(4)
+    feed = feeds.make_feed(dataset, None, None, True, None, model, STRATEGY, recorder.windows,
+                           targets=False)
+    inputs, targets = feed.first()
+    np.testing.assert_array_equal(inputs, x[:4])
+    assert targets is None
+    with pytest.raises(TypeError, match=r"`x` elements must be tuples \(x, y\)"):
+        feeds.make_feed(dataset, None, None, True, None, model, STRATEGY, recorder.windows)
+    with pytest.raises(ValueError, match="`y` must be given"):
+        feeds.make_feed(x, None, 4, False, None, model, STRATEGY, recorder.windows)
