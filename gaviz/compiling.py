@@ -25,7 +25,8 @@ def compile_for_trainer(model, strategy, optimizer=None, loss=None, metrics=None
     """Resolves each argument (given, else the model's compile) and compiles ``model``.
 
     ``loss_required``: False for a model whose own ``compute_loss`` makes its
-    loss (Keras compiles such a model without one too).
+    loss, or whose layers may add it with ``add_loss`` (Keras compiles such a
+    model without one too).
 
     Raises:
         ValueError: no optimizer or no loss, neither given nor compiled.
@@ -43,8 +44,10 @@ def compile_for_trainer(model, strategy, optimizer=None, loss=None, metrics=None
         if getattr(chosen, name) is None:
             raise ValueError(
                 f"`{name}` is required: pass it to AccumulationTrainer, or compile the "
-                f"model first (model.compile({name}=...)). Received: {name}=None and a "
-                "model " + ("compiled without one." if config else "that is not compiled.")
+                f"model first (model.compile({name}=...))"
+                + (", or add it in a layer's call with add_loss" if name == "loss" else "")
+                + f". Received: {name}=None and a model "
+                + ("compiled without one." if config else "that is not compiled.")
             )
     if not _compiled_with(model, config, chosen):
         with strategy.scope():

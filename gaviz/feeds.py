@@ -63,25 +63,31 @@ def updates_per_epoch(micro_batches: int | None, accumulation_steps: int, tail: 
 
 
 def make_feed(x, y, batch_size, shuffle, sample_weight, model, strategy,
-              windows: WindowFunctions, class_weight=None):
+              windows: WindowFunctions, class_weight=None, targets: bool = True):
     """A :class:`DatasetFeed` or an :class:`ArrayFeed` for ``fit``'s arguments,
     turned into micro-batches by Keras's own data adapters, as ``Model.fit``
     turns them into batches (``class_weight`` included).
+
+    ``targets``: False for a model whose loss its layers add with
+    ``add_loss``, which may be given inputs alone (``y=None``, or a dataset
+    of ``x``): its micro-batches are then ``(x, None)``.
 
     Raises:
         TypeError, ValueError: the arguments do not describe micro-batches.
     """
     if isinstance(x, tf.data.Dataset):
         _check_batched_already(x, "a tf.data.Dataset", y, batch_size, sample_weight)
-        checks.check_dataset(x, model, name="x")
+        checks.check_dataset(x, model, name="x", targets=targets)
         if class_weight is not None:
             x = x.map(_keras.make_class_weight_map_fn(class_weight))
-        return DatasetFeed(x, strategy, windows)
+        return DatasetFeed(x if targets else _paired(x), strategy, windows)
     if isinstance(x, (keras.utils.PyDataset, types.GeneratorType)):
         kind = "a PyDataset" if isinstance(x, keras.utils.PyDataset) else "a generator"
         _check_batched_already(x, kind, y, batch_size, sample_weight)
         adapter = _keras.get_data_adapter(x, class_weight=class_weight, shuffle=bool(shuffle))
-        return DatasetFeed(adapter.get_tf_dataset(), strategy, windows, adapter.on_epoch_end)
+        dataset = adapter.get_tf_dataset()
+        return DatasetFeed(dataset if targets else _paired(dataset), strategy, windows,
+                           adapter.on_epoch_end)
     if isinstance(x, tuple):
         raise TypeError(
             "`x` must be a tf.data.Dataset of (x, y) micro-batches, or an array (or a "
@@ -91,10 +97,19 @@ def make_feed(x, y, batch_size, shuffle, sample_weight, model, strategy,
     batch_size = checks.check_positive_int("batch_size", 32 if batch_size is None else batch_size)
     if class_weight is not None:
         sample_weight = _class_weights(y, sample_weight, class_weight)
-    arrays, rows = sources.as_arrays(x, y, sample_weight)
+    arrays, rows = sources.as_arrays(x, y, sample_weight, targets)
     if _distributed(strategy):
         return DatasetFeed(_array_dataset(arrays, rows, batch_size, shuffle), strategy, windows)
     return ArrayFeed(arrays, rows, batch_size, bool(shuffle), windows)
+
+
+def _paired(dataset):
+    """``dataset`` with inputs alone (``x`` or ``(x,)``, as Keras unpacks them)
+    as ``(x, None)`` micro-batches; ``(x, y)`` and ``(x, y, w)`` as they are."""
+    spec = dataset.element_spec
+    if isinstance(spec, tuple) and len(spec) in (2, 3):
+        return dataset
+    return dataset.map(lambda x: (x, None))  # a 1-tuple's one element is x too
 
 
 def _check_batched_already(x, kind, y, batch_size, sample_weight) -> None:
@@ -147,9 +162,21 @@ class DatasetFeed:
         return int(self.dataset.cardinality()) == int(tf.data.INFINITE_CARDINALITY)
 
     def first(self):
-        """The first micro-batch (read once: later calls return it again)."""
+        """The first micro-batch (read once: later calls return it again).
+
+        A pass that stops early over a dataset that caches (``.cache()``)
+        discards what it cached, and TensorFlow logs that the calling
+        iterator did not fully read the dataset being cached, which
+        ``Model.fit`` never causes. So a finite dataset that caches is read
+        to its end here: its cache is then complete, and the first epoch
+        reads from it (what follows the cache in the pipeline runs once more).
+        """
         if self._first is None:
-            self._first = next(iter(self.dataset.take(1)), None)
+            elements = iter(self.dataset)
+            self._first = next(elements, None)
+            if _caches(self.dataset) and not self.endless():
+                for _ in elements:  # to the end, which completes the cache
+                    pass
         if self._first is None:
             raise ValueError("`x` is empty: the dataset yielded no micro-batches.")
         return self._first
@@ -171,7 +198,7 @@ class ArrayFeed:
         self.arrays, self.rows = arrays, rows
         self.batch_size, self.shuffle, self.windows = batch_size, shuffle, windows
         self.element_spec = tf.nest.map_structure(
-            lambda t: tf.TensorSpec((None, *t.shape[1:]), t.dtype), arrays
+            lambda t: None if t is None else tf.TensorSpec((None, *t.shape[1:]), t.dtype), arrays
         )
 
     def micro_batches(self) -> int:
@@ -187,7 +214,7 @@ class ArrayFeed:
         size = min(self.batch_size, self.rows)
         if size == 0:
             raise ValueError("`x` is empty: it has no rows.")
-        return tf.nest.map_structure(lambda t: t[:size], self.arrays)
+        return tf.nest.map_structure(lambda t: None if t is None else t[:size], self.arrays)
 
     def epoch(self):
         """``call(max_windows, k)`` running windows of this epoch's row order."""
@@ -204,6 +231,21 @@ def _array_dataset(arrays, rows, batch_size, shuffle):
     if shuffle:
         dataset = dataset.shuffle(rows, reshuffle_each_iteration=True)
     return dataset.batch(batch_size)
+
+
+def _caches(dataset) -> bool:
+    """Whether ``dataset`` or a dataset it reads from is a ``.cache()``: each
+    dataset's inputs are ``DatasetV2._inputs()`` and a cache is a
+    ``CacheDataset`` (tensorflow/python/data/ops/dataset_ops.py and
+    cache_op.py; tests/test_feeds.py checks that both are still so)."""
+    stack = [dataset]
+    while stack:
+        dataset = stack.pop()
+        if type(dataset).__name__ == "CacheDataset":
+            return True
+        inputs = getattr(dataset, "_inputs", None)
+        stack.extend(inputs() if callable(inputs) else [])
+    return False
 
 
 def _distributed(strategy) -> bool:

@@ -20,6 +20,10 @@ together: they are exact when every output's loss is unmasked with a fixed
 number of loss elements per sample (each output then divides by the
 window's samples times that number), or when every loss is a ``"sum"``.
 Other combinations are refused with a ``ValueError``, never approximated.
+
+A model compiled without a loss whose layers add it with ``add_loss``
+(:mod:`gaviz.added_loss`) has no terms: a micro-batch then adds no loss of
+its own, only its rows, by which the window divides the added losses.
 """
 
 from __future__ import annotations
@@ -244,8 +248,11 @@ class Objective:
 
     def micro(self, y_true, y_pred, sample_weight) -> MicroLoss:
         """The weighted loss sum, count and normalizer of one micro-batch."""
-        y_true, y_pred = self._as_built(self.align(y_true, y_pred), y_pred)
         rows = tf.cast(tf.shape(tree.flatten(y_pred)[0])[0], tf.float32)
+        if self.compile_loss is None:  # the loss is what the layers add: divided by rows
+            normalizer = tf.constant(0.0) if self.normalize == "sum" else rows
+            return MicroLoss(tf.constant(0.0), rows, normalizer, rows, [])
+        y_true, y_pred = self._as_built(self.align(y_true, y_pred), y_pred)
         parts = []
         for term in self.terms:
             weights = sample_weight

@@ -92,25 +92,31 @@ class ArraySource:
         """Rows ``order[begin:begin + size]`` of every array (a static ``size``)."""
         with tf.name_scope("gather"):
             indices = tf.slice(self.order, tf.reshape(begin, [1]), [size])
-            return tf.nest.map_structure(lambda a: tf.gather(a, indices), self.arrays)
+            return tf.nest.map_structure(
+                lambda a: None if a is None else tf.gather(a, indices), self.arrays
+            )
 
 
-def as_arrays(x, y, sample_weight):
+def as_arrays(x, y, sample_weight, targets: bool = True):
     """``(x, y)`` or ``(x, y, sample_weight)`` as tensors; checks their row counts.
+
+    ``targets``: False for a model whose loss its layers add, for which ``y``
+    may be None (kept as None: the micro-batches are ``(x, None)``).
 
     Raises:
         ValueError: ``y`` is missing, or the arguments' first dimensions differ.
     """
-    if y is None:
+    if y is None and targets:
         raise ValueError(
             "`y` must be given when `x` is an array (or a dict of arrays): the targets, "
             "one row per row of `x`. Received: y=None. (A tf.data.Dataset of "
-            "(x, y) micro-batches needs no `y`.)"
+            "(x, y) micro-batches needs no `y`; nor does a model compiled without a loss "
+            "whose layers add it with add_loss.)"
         )
     parts = (x, y) if sample_weight is None else (x, y, sample_weight)
     tensors = tf.nest.map_structure(_tensor, parts)
     counts = {
-        name: {int(t.shape[0]) for t in tf.nest.flatten(part)}
+        name: {int(t.shape[0]) for t in tf.nest.flatten(part) if t is not None}
         for name, part in zip(("x", "y", "sample_weight"), tensors)
     }
     rows = set().union(*counts.values())
@@ -130,6 +136,8 @@ def epoch_order(rows: int, shuffle: bool) -> tf.Tensor:
 
 
 def _tensor(value):
+    if value is None:  # no targets
+        return None
     tensor = tf.convert_to_tensor(value)
     if tensor.shape.rank == 0:
         raise ValueError(

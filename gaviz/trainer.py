@@ -14,8 +14,8 @@ from typing import Callable, Iterable
 
 import tensorflow as tf
 
-from gaviz import _keras, _tensorflow, batch_layers, call_size, checks, compiling, feeds, fitting, rules
-from gaviz import validation, window_loop
+from gaviz import _keras, _tensorflow, added_loss, batch_layers, call_size, checks, compiling
+from gaviz import feeds, fitting, rules, validation, window_loop
 from gaviz.history import History, Update
 from gaviz.micro_step import MicroStep, unpack, warn_added_losses
 from gaviz.objective import Objective
@@ -65,7 +65,12 @@ class AccumulationTrainer(tf.Module):
             A model that overrides ``compute_loss`` trains with its own,
             which must be a mean over the batch's rows (``gaviz.own_loss``
             says why; one that is not is refused); one that overrides
-            ``train_step`` is refused.
+            ``train_step`` is refused, with how to keep it and accumulate
+            inside it with ``gaviz.Accumulator``. A model compiled without
+            a loss whose layers add it with ``add_loss`` (Keras's endpoint
+            layer pattern) trains on what they add, which must be a mean
+            over the batch's rows (``gaviz.added_loss``; one that is not is
+            refused), and may be given inputs alone (``fit(x)``).
         accumulation_steps: micro-batches per update: an int >= 1, or a
             callable ``epoch -> int`` (epochs count from 1) for a schedule
             such as a batch-size warm-up. Read once per epoch (a window never
@@ -193,7 +198,7 @@ class AccumulationTrainer(tf.Module):
         owner = checks.overridden(self.model, "compute_loss")
         compiled = compiling.compile_for_trainer(
             self.model, self.strategy, optimizer, loss, metrics, loss_weights,
-            loss_required=owner is None,
+            loss_required=owner is None and not added_loss.may_add_losses(self.model),
         )
         checks.check_optimizer(compiled.optimizer)
         self.optimizer, self.loss = compiled.optimizer, compiled.loss
@@ -202,6 +207,9 @@ class AccumulationTrainer(tf.Module):
             normalize,
         )
         self.own_loss = None if owner is None else OwnLoss(self.model, owner)
+        #: Whether the loss is what the model's layers add with add_loss alone
+        #: (compiled without a loss): then fit takes data without targets.
+        self._added_loss_only = self.objective.compile_loss is None and owner is None
 
     def _build(self, after_restore: bool = True):
         """Creates optimizer slots, and the carried window's sums if needed
@@ -360,7 +368,8 @@ class AccumulationTrainer(tf.Module):
                 generator of micro-batches ``(x, y)`` or ``(x, y,
                 sample_weight)``, iterated afresh each epoch; or arrays, cut
                 into micro-batches inside the graph.
-            y, sample_weight: targets and per-row weights, when ``x`` is arrays.
+            y, sample_weight: targets and per-row weights, when ``x`` is
+                arrays (no ``y`` for a model whose layers add its loss).
             batch_size: the micro-batch size, when ``x`` is arrays (default 32).
             verbose: 0 silent; 1 or ``"auto"`` a progress bar stepping per
                 update; 2 one line per epoch.
@@ -410,11 +419,15 @@ class AccumulationTrainer(tf.Module):
         if steps_per_epoch is not None:
             steps_per_epoch = checks.check_positive_int("steps_per_epoch", steps_per_epoch)
         self._follow_compile()
+        if not isinstance(x, feeds.BATCHED):
+            for name, arrays in (("x", x), ("y", y), ("sample_weight", sample_weight)):
+                checks.check_array_dtypes(name, arrays)
         (x, y, sample_weight), validation_data = validation.split(
             x, y, sample_weight, validation_split, validation_data
         )
         feed = feeds.make_feed(x, y, batch_size, shuffle, sample_weight, self.model,
-                               self.strategy, self._windows(), class_weight)
+                               self.strategy, self._windows(), class_weight,
+                               targets=not self._added_loss_only)
         checks.check_epoch_ends(feed.endless(), steps_per_epoch)
         self._prepare(feed)
         checked = validation.Validation.make(
@@ -422,6 +435,7 @@ class AccumulationTrainer(tf.Module):
             validation_batch_size or self._effective_batch_size(x, batch_size, initial_epoch),
             validation_freq,
             validation_steps and checks.check_positive_int("validation_steps", validation_steps),
+            targets=not self._added_loss_only,
         )
         state_watch = None
         if not self._state_watched:
@@ -469,7 +483,9 @@ class AccumulationTrainer(tf.Module):
         x, y, sample_weight = unpack(first)
         with _tensorflow.native_log_filtered():  # e.g. float16's fallback log on some CPUs
             y_pred = self.model(x, training=False)
-        if self._checked_spec is None:  # once per trainer (or compile)
+        if self._added_loss_only:  # checked to be a mean over rows, which needs no warning
+            added_loss.check(self.model, x)
+        elif self._checked_spec is None:  # once per trainer (or compile)
             warn_added_losses(self.model, stacklevel=4)
         if not self._built:
             if not self.model.trainable_variables:

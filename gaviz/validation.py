@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keras
 
-from gaviz import _keras, feeds
+from gaviz import _keras, checks, feeds
 
 
 class Validation:
@@ -16,17 +16,24 @@ class Validation:
         self.batch_size, self.freq, self.steps = batch_size, freq, steps
 
     @classmethod
-    def make(cls, data, batch_size, freq, steps=None):
-        """None without data; raises ValueError for data of the wrong form."""
+    def make(cls, data, batch_size, freq, steps=None, targets=True):
+        """None without data; raises ValueError for data of the wrong form (or
+        of a dtype Model.fit refuses, before training rather than after an epoch).
+
+        ``targets``: False for a model whose loss its layers add, which
+        Keras validates on inputs alone (``x_val`` or ``(x_val,)``) too.
+        """
         if data is None:
             return None
         if isinstance(data, feeds.BATCHED):
             return cls(data, None, None, None, freq, steps)  # batched already
         try:
             if not isinstance(data, (tuple, list)):
-                raise TypeError(type(data).__name__)
+                if targets:
+                    raise TypeError(type(data).__name__)
+                data = (data,)
             x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(tuple(data))
-            if y is None:
+            if y is None and targets:
                 raise ValueError("no targets")
         except (TypeError, ValueError):
             raise ValueError(
@@ -34,6 +41,8 @@ class Validation:
                 "a tf.data.Dataset, a keras.utils.PyDataset or a generator. "
                 f"Received: {type(data).__name__}"
             ) from None
+        for index, arrays in enumerate((x, y, sample_weight)):
+            checks.check_array_dtypes(f"validation_data[{index}]", arrays)
         return cls(x, y, sample_weight, batch_size, freq, steps)
 
     def due(self, epoch) -> bool:

@@ -3,6 +3,8 @@ to Model.fit) when it is a mean over the batch's rows, and refused by name when
 it is not; an overridden train_step is refused by name, with what to do instead.
 Never silently trained another way."""
 
+import inspect
+
 import keras
 import numpy as np
 import pytest
@@ -100,7 +102,23 @@ def test_an_overridden_train_step_is_refused_by_name():
     with pytest.raises(ValueError, match=r"overrides train_step \(OwnTrainStep\.train_step\)"
                        ) as caught:
         gaviz.AccumulationTrainer(model, accumulation_steps=2)
-    assert "Model.fit" in str(caught.value)  # and what to do instead
+    message = " ".join(str(caught.value).split())
+    # What to do instead: keep the train_step, accumulate in it with gaviz.Accumulator.
+    for step in ("`self.accumulator = gaviz.Accumulator(self.optimizer, "
+                 "self.trainable_variables, accumulation_steps=k)` once the model is built",
+                 "`self.accumulator.step(gradients, count)`",
+                 "instead of `self.optimizer.apply(...)`",
+                 "`model.fit(..., callbacks=[gaviz.FlushAtEpochEnd(self.accumulator)])`",
+                 "docs/guide/own_loop.md"):
+        assert step in message, message
+
+
+def test_the_recipe_for_an_own_train_step_calls_what_gaviz_has():
+    """The refusal's recipe names public gaviz names with the arguments they take."""
+    inspect.signature(gaviz.Accumulator).bind(
+        "optimizer", "trainable_variables", accumulation_steps=2)
+    inspect.signature(gaviz.Accumulator.step).bind("self", "gradients", "count")
+    inspect.signature(gaviz.FlushAtEpochEnd).bind("accumulator")
 
 
 def test_keras_own_models_are_accepted():

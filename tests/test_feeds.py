@@ -76,3 +76,45 @@ def test_bad_data_is_named_as_the_argument_x():
                         recorder.windows).first()
     with pytest.raises(ValueError, match="`batch_size` must be an integer >= 1"):
         feeds.make_feed(x, y, 0, True, None, model, STRATEGY, recorder.windows)
+
+
+def test_a_cache_is_found_among_a_datasets_inputs():
+    """What DatasetFeed.first reads to its end (TensorFlow's internals it reads
+    through: DatasetV2._inputs and the class name CacheDataset)."""
+    rows = tf.data.Dataset.range(4)
+    assert not feeds._caches(rows.batch(2).prefetch(1))
+    assert feeds._caches(rows.cache().batch(2).prefetch(1))
+    assert feeds._caches(rows.batch(2).concatenate(rows.batch(2).cache()))
+
+
+def test_the_first_micro_batch_of_a_cached_dataset_is_its_first():
+    recorder = Recorder()
+    x, y = arrays(6)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(4).cache()
+    feed = feeds.make_feed(dataset, None, None, True, None, make_mlp(), STRATEGY, recorder.windows)
+    np.testing.assert_array_equal(feed.first()[0], x[:4])
+    with pytest.raises(ValueError, match="`x` is empty"):
+        feeds.make_feed(dataset.take(0).cache(), None, None, True, None, make_mlp(), STRATEGY,
+                        recorder.windows).first()
+
+
+def test_inputs_alone_are_micro_batches_without_targets_when_none_are_needed():
+    """A model whose layers add its loss (targets=False) takes x alone: arrays
+    with y=None, or a dataset of x; its micro-batches are (x, None)."""
+    recorder, model = Recorder(), make_mlp()
+    x, _ = arrays(6)
+    feed = feeds.make_feed(x, None, 4, False, None, model, STRATEGY, recorder.windows,
+                           targets=False)
+    inputs, targets = feed.first()
+    np.testing.assert_array_equal(inputs, x[:4])
+    assert targets is None
+    dataset = tf.data.Dataset.from_tensor_slices(x).batch(4)
+    feed = feeds.make_feed(dataset, None, None, True, None, model, STRATEGY, recorder.windows,
+                           targets=False)
+    inputs, targets = feed.first()
+    np.testing.assert_array_equal(inputs, x[:4])
+    assert targets is None
+    with pytest.raises(TypeError, match=r"`x` elements must be tuples \(x, y\)"):
+        feeds.make_feed(dataset, None, None, True, None, model, STRATEGY, recorder.windows)
+    with pytest.raises(ValueError, match="`y` must be given"):
+        feeds.make_feed(x, None, 4, False, None, model, STRATEGY, recorder.windows)

@@ -186,3 +186,71 @@ def test_carried_window_restored_into_an_unbuilt_model_is_not_lost(tmp_path):
         uninterrupted.optimizer.iterations.numpy()
     )
     assert weight_gap(resumed.model, uninterrupted.model) < 1e-6
+
+
+def text_model():
+    """Strings in, through a TextVectorization layer with a fixed vocabulary."""
+    keras.utils.set_random_seed(1)
+    return keras.Sequential([
+        keras.Input((), dtype="string"),
+        keras.layers.TextVectorization(vocabulary=["a", "b", "c"], output_mode="multi_hot"),
+        keras.layers.Dense(1),
+    ])
+
+
+TEXT = np.array(["a b", "c", "a c", "b b"] * 4)  # numpy str_ (<U3): Model.fit refuses it
+TEXT_Y = np.ones((16, 1), "float32")
+
+
+@pytest.mark.parametrize("fit, named", [
+    (dict(x=TEXT, y=TEXT_Y), r"`x` .* Received: x of dtype <U3 and shape \(16,\)"),
+    (dict(x={"text": TEXT.astype("S")}, y=TEXT_Y), r"`x\['text'\]` .* dtype \|S3"),
+    (dict(x=TEXT.reshape(16, 1).astype(object), y=TEXT_Y), r"`x` .* dtype object"),
+    (dict(x=TEXT.astype(object), y=TEXT_Y, validation_data=(TEXT, TEXT_Y)),
+     r"`validation_data\[0\]` .* dtype <U3"),
+], ids=["str", "bytes-in-a-dict", "2d-object", "str-validation"])
+def test_arrays_model_fit_refuses_are_refused_before_training(fit, named):
+    """Numpy str_ or bytes_ arrays, or object arrays other than a 1-D array of
+    str, which Model.fit refuses: an error naming the argument, with no update."""
+    trainer = trainer_for(text_model(), accumulation_steps=2)
+    with pytest.raises(ValueError, match=named) as caught:
+        trainer.fit(batch_size=4, epochs=1, verbose=0, **fit)
+    assert "must be an array of numbers, booleans or strings" in str(caught.value)
+    assert int(trainer.optimizer.iterations.numpy()) == 0
+
+
+class SummedLoss(keras.layers.Layer):
+    """Adds a loss that sums over the batch's rows: 1/k of Model.fit's per micro-batch."""
+
+    def call(self, x):
+        self.add_loss(keras.ops.sum(keras.ops.square(x)))
+        return x
+
+
+class NoLoss(keras.layers.Layer):
+    def call(self, x):
+        return x
+
+
+def added_loss_model(layer):
+    """Compiled without a loss: whatever ``layer`` adds is the loss."""
+    keras.utils.set_random_seed(1)
+    inputs = keras.Input((5,))
+    model = keras.Model(inputs, layer(keras.layers.Dense(2)(inputs)))
+    model.compile(keras.optimizers.SGD(0.1))
+    return model
+
+
+@pytest.mark.parametrize("layer, named", [
+    (SummedLoss, r"`model` is compiled without a loss, and the loss its layers add with "
+                 r"add_loss \(summed_loss\) is not a mean over the batch's rows"),
+    (NoLoss, r"`loss` is required: .* or add it in a layer's call with add_loss\. "
+             r"Received: loss=None, .* no loss added with add_loss"),
+], ids=["summed-over-rows", "none"])
+def test_a_loss_added_with_add_loss_that_is_not_a_mean_over_rows_is_refused(layer, named):
+    """A model whose only loss is what its layers add: refused by name, with no
+    update, when it adds none or one Model.fit would weigh otherwise."""
+    trainer = gaviz.AccumulationTrainer(added_loss_model(layer()), accumulation_steps=K)
+    with pytest.raises(ValueError, match=named):
+        trainer.fit(X, batch_size=B, epochs=1, verbose=0)  # inputs alone, as Model.fit takes
+    assert int(trainer.optimizer.iterations.numpy()) == 0
