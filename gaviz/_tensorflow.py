@@ -226,3 +226,18 @@ def quiet_start():
             stacklevel=3,
         )
     return import_tensorflow()
+
+
+def dataset_caches(dataset) -> bool:
+    """Whether ``dataset`` or a dataset it reads from is a ``.cache()``: each
+    dataset's inputs are ``DatasetV2._inputs()`` and a cache is a
+    ``CacheDataset`` (tensorflow/python/data/ops/dataset_ops.py and
+    cache_op.py; tests/test_feeds.py checks that both are still so)."""
+    stack = [dataset]
+    while stack:
+        dataset = stack.pop()
+        if type(dataset).__name__ == "CacheDataset":
+            return True
+        inputs = getattr(dataset, "_inputs", None)
+        stack.extend(inputs() if callable(inputs) else [])
+    return False

@@ -20,7 +20,7 @@ from typing import Callable, NamedTuple
 import keras
 import tensorflow as tf
 
-from gaviz import _keras, checks, sources
+from gaviz import _keras, _tensorflow, checks, sources
 
 
 class WindowFunctions(NamedTuple):
@@ -174,7 +174,7 @@ class DatasetFeed:
         if self._first is None:
             elements = iter(self.dataset)
             self._first = next(elements, None)
-            if _caches(self.dataset) and not self.endless():
+            if _tensorflow.dataset_caches(self.dataset) and not self.endless():
                 for _ in elements:  # to the end, which completes the cache
                     pass
         if self._first is None:
@@ -232,20 +232,6 @@ def _array_dataset(arrays, rows, batch_size, shuffle):
         dataset = dataset.shuffle(rows, reshuffle_each_iteration=True)
     return dataset.batch(batch_size)
 
-
-def _caches(dataset) -> bool:
-    """Whether ``dataset`` or a dataset it reads from is a ``.cache()``: each
-    dataset's inputs are ``DatasetV2._inputs()`` and a cache is a
-    ``CacheDataset`` (tensorflow/python/data/ops/dataset_ops.py and
-    cache_op.py; tests/test_feeds.py checks that both are still so)."""
-    stack = [dataset]
-    while stack:
-        dataset = stack.pop()
-        if type(dataset).__name__ == "CacheDataset":
-            return True
-        inputs = getattr(dataset, "_inputs", None)
-        stack.extend(inputs() if callable(inputs) else [])
-    return False
 
 
 def _distributed(strategy) -> bool:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from gaviz import feeds
+from gaviz import _tensorflow, feeds
 from helpers import make_mlp
 
 STRATEGY = tf.distribute.get_strategy()
@@ -82,9 +82,9 @@ def test_a_cache_is_found_among_a_datasets_inputs():
     """What DatasetFeed.first reads to its end (TensorFlow's internals it reads
     through: DatasetV2._inputs and the class name CacheDataset)."""
     rows = tf.data.Dataset.range(4)
-    assert not feeds._caches(rows.batch(2).prefetch(1))
-    assert feeds._caches(rows.cache().batch(2).prefetch(1))
-    assert feeds._caches(rows.batch(2).concatenate(rows.batch(2).cache()))
+    assert not _tensorflow.dataset_caches(rows.batch(2).prefetch(1))
+    assert _tensorflow.dataset_caches(rows.cache().batch(2).prefetch(1))
+    assert _tensorflow.dataset_caches(rows.batch(2).concatenate(rows.batch(2).cache()))
 
 
 def test_the_first_micro_batch_of_a_cached_dataset_is_its_first():
