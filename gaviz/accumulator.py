@@ -95,7 +95,7 @@ class Accumulator(tf.Module):
         self.accumulation_steps = checks.check_positive_int(
             "accumulation_steps", accumulation_steps
         )
-        self.strategy = strategy if strategy is not None else tf.distribute.get_strategy()
+        self.strategy = _checked_strategy(strategy, self.trained_variables)
         _check_clipping(optimizer, self.strategy)
         self.optimizer = optimizer
         self._sparse_said = False
@@ -140,7 +140,10 @@ class Accumulator(tf.Module):
             tf.errors.InvalidArgumentError: ``count`` <= 0 (in a graph);
                 nothing was added.
         """
-        gradients = self._checked_gradients(gradients)
+        self._add(gradients, count, stacklevel=3)
+
+    def _add(self, gradients, count, stacklevel):
+        gradients = self._checked_gradients(gradients, stacklevel)
         count = _checked_count(count)
         if self._replica_context() is not None:
             self._replica_add(gradients, count)
@@ -186,7 +189,7 @@ class Accumulator(tf.Module):
         """
         # Inside a tf.function, TensorFlow runs stateful ops in program order:
         # the window's count is read after this micro-batch was added.
-        self.add(gradients, count)
+        self._add(gradients, count, stacklevel=3)
         return self._update_if(
             lambda: self.micro_steps_in_window.read_value() >= self.accumulation_steps
         )
@@ -208,7 +211,7 @@ class Accumulator(tf.Module):
             return None
         return context
 
-    def _checked_gradients(self, gradients) -> list:
+    def _checked_gradients(self, gradients, stacklevel) -> list:
         gradients = list(gradients)
         if len(gradients) != len(self.trained_variables):
             raise ValueError(
@@ -222,14 +225,14 @@ class Accumulator(tf.Module):
                     f"{v.path if hasattr(v, 'path') else v.name} has shape {g.shape}, "
                     f"the variable {v.shape}."
                 )
-        self._say_sparse(gradients)
+        self._say_sparse(gradients, stacklevel + 1)
         return gradients
 
-    def _say_sparse(self, gradients):
+    def _say_sparse(self, gradients, stacklevel):
         if not self._sparse_said:
             self._sparse_said = True
             sparse_gradients.warn_if_fit_differs(self.optimizer, gradients, self.trained_variables,
-                                                 stacklevel=4)
+                                                 stacklevel=stacklevel + 1)
 
     def _replica_add(self, gradients, count):
         """Adds this replica's micro-batch to its own sums (no communication)."""
@@ -239,8 +242,12 @@ class Accumulator(tf.Module):
         # count * replicas brings its gradient back to the gradient of the sum.
         micro = window.of_mean(gradients, count * float(replicas), self.trained_variables)
         micro = micro._replace(sample_count=count, normalizer=count)
-        check = tf.debugging.assert_positive(
-            count, message="`count` must be > 0: what the micro-batch's loss divides by"
+        # The raw op: tf.debugging's asserts wrap it in a cond (AssertGuard),
+        # about which Grappler logs a line on every trace.
+        check = tf.raw_ops.Assert(
+            condition=count > 0,
+            data=["`count` must be > 0: what the micro-batch's loss divides by. Received:",
+                  count],
         )
         with tf.control_dependencies([check]):
             total = window.add(self._window_sums(), micro)
@@ -361,6 +368,23 @@ def _checked_variables(variables) -> list:
                 f"Received: {v!r} of type {type(v).__name__}"
             )
     return variables
+
+
+def _checked_strategy(strategy, variables):
+    if strategy is None:
+        strategy = tf.distribute.get_strategy()
+    elif not isinstance(strategy, tf.distribute.Strategy):
+        raise TypeError(
+            f"`strategy` must be a tf.distribute.Strategy. Received: strategy={strategy!r}"
+        )
+    inner = getattr(variables[0], "value", variables[0])
+    if not strategy.extended.variable_created_in_scope(inner):
+        raise ValueError(
+            "`variables` were created under another strategy than this accumulator's "
+            f"({type(strategy).__name__}): create the Accumulator inside the "
+            "strategy.scope() the model was built in, or pass strategy=."
+        )
+    return strategy
 
 
 def _checked_count(count):

@@ -336,6 +336,7 @@ def test_sparse_gradients_are_summed_and_said(optimizer):
         assert len(warnings_seen) == 1  # once, not once per micro-batch
         text = str(warnings_seen[0].message)
         assert "embeddings" in text and "Adam" in text and "sum of squares" in text
+        assert warnings_seen[0].filename == __file__  # points at the caller's step
     else:
         assert not warnings_seen  # SGD is linear in the gradient: Model.fit agrees
 

@@ -180,3 +180,4 @@ def test_accumulator_refuses_what_it_cannot_do_exactly_with_replicas(accumulator
     said = accumulator_cases["refusals"]
     assert "`optimizer` clips gradients (clipnorm) under a strategy of 2 replicas" in said["clipping"]
     assert "must be called in replica context" in said["cross_replica_add"]
+    assert "`variables` were created under another strategy" in said["outside_scope"]

@@ -212,6 +212,10 @@ def refusals(strategy):
             acc.add([tf.zeros(v.shape) for v in model.trainable_variables], 4)
         except ValueError as error:
             said["cross_replica_add"] = str(error)
+    try:  # outside the scope the model was built in
+        gaviz.Accumulator(keras.optimizers.Adam(0.05), model.trainable_variables, K)
+    except ValueError as error:
+        said["outside_scope"] = str(error)
     return said
 
 
