@@ -31,7 +31,8 @@ class Example(NamedTuple):
 
 
 def examples(text: str | None = None) -> dict[str, Example]:
-    """The README's examples, by name (``readme``, ``readme-keras``, ``diagnose``)."""
+    """The README's examples, by name (``readme``, ``readme-keras``, ``readme-accumulator``,
+    ``diagnose``)."""
     found = [Example(*match) for match in EXAMPLE.findall(README.read_text() if text is None else text)]
     return {example.name: example for example in found}
 
