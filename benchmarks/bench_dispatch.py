@@ -110,10 +110,11 @@ def gaviz_dataset_epoch(x, y):
     return lambda epochs: trainer.fit(dataset, epochs=epochs, verbose=0)
 
 
-def keras_builtin_epoch(x, y, steps_per_execution=1):
+def keras_builtin_epoch(x, y, steps_per_execution=1, optimizer=keras.optimizers.SGD):
+    """Keras's own option; ``optimizer`` is the class (bench_own_loop.py passes Adam)."""
     model = make_model()
     model.compile(
-        keras.optimizers.SGD(LR, gradient_accumulation_steps=K), "mse",
+        optimizer(LR, gradient_accumulation_steps=K), "mse",
         steps_per_execution=steps_per_execution,
     )
     return lambda epochs: model.fit(

@@ -50,6 +50,8 @@ def fake_results(directory: Path):
            "machine": "x86_64", "gpus": 0}
     plots = {
         "dispatch": {"labels": ["gaviz", "Keras built-in"], "ms": [50.0, 180.0]},
+        "own_loop": {"labels": ["Accumulator, a", "Keras option, a"], "ms": [40.0, 42.0],
+                     "accumulator": [True, False]},
         "compute": {"labels": ["gaviz 32 x 8", "gaviz 256 x 1"], "ms": [1200.0, 1250.0]},
         "memory": {"labels": ["gaviz 32 x 8", "plain 32", "plain 256"],
                    "mib": [20.0, 18.0, 150.0], "parameter_mib": 4.0},
@@ -170,7 +172,7 @@ def test_accumulation_holds_one_micro_batch_of_activations_at_a_time(source, pla
 
 
 def test_every_benchmark_runs_and_reports(tmp_path):
-    """``make bench`` in miniature: all six scripts (--quick), then the report."""
+    """``make bench`` in miniature: every script (--quick), then the report."""
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / "run.py"), "--quick", "--results", str(tmp_path),
          "--md", str(tmp_path / "results.md"), "--png", str(tmp_path / "results.png"),
@@ -188,3 +190,22 @@ def test_every_benchmark_runs_and_reports(tmp_path):
     assert results["scaling"]["plot"]["fixed_effective"]["relative_loss_spread"] < 1e-4
     for name in ("dispatch", "compute"):
         assert all(row[1] > 0 for row in results[name]["rows"])
+    assert_own_loops_end_where_they_should(results["own_loop"])
+
+
+def assert_own_loops_end_where_they_should(result):
+    """bench_own_loop.py's check, as recorded: the Accumulator's loops on the big
+    batch's weights, Keras's option on the mean of micro-batch means, in every
+    loop shape, on an epoch whose last micro-batch is ragged."""
+    exactness = result["exactness"]
+    assert exactness["micro_batch_sizes"][-1] < exactness["micro_batch_sizes"][0]
+    loops = exactness["loops"]
+    assert len(loops) == 6  # three loop shapes, each with both
+    for label, gaps in loops.items():
+        expected = "big batch" if label.startswith("gaviz.Accumulator") else "mean of means"
+        other = {"big batch": "mean of means", "mean of means": "big batch"}[expected]
+        assert gaps["expected"] == expected, label
+        assert gaps[f"to the {expected}"] <= 1e-5, (label, gaps)
+        assert gaps[f"to the {other}"] > 1e-3, (label, gaps)
+    assert all(row[1] > 0 and row[2] > 0 for row in result["rows"])
+
