@@ -2,7 +2,7 @@
 
 An ``Embedding``'s gradient is a ``tf.IndexedSlices``: one row per lookup, a
 token that occurs 50 times in a batch has 50 rows. gaviz adds the rows into
-the window's dense sum first (:func:`gaviz.window.densify`), so the
+the window's dense sum first (``gaviz.window.densify``), so the
 optimizer sees the textbook gradient of the batch's loss. Keras 3 applies the
 slices as they come: Adam's second moment receives ``sum(g_i ** 2)`` over a
 row's occurrences where Adam defines ``(sum g_i) ** 2``. One row looked up 50
