@@ -95,7 +95,7 @@ def test_the_installed_wheel_is_the_gaviz_imported(clean_python, tmp_path):
     assert found[0].startswith(found[1]) and "site-packages" in found[0], found
 
 
-@pytest.mark.parametrize("name", ["readme", "readme-keras", "diagnose"])
+@pytest.mark.parametrize("name", ["readme", "readme-keras", "readme-accumulator", "diagnose"])
 def test_readme_examples_run_from_the_wheel(clean_python, tmp_path, name):
     example = readme_examples.examples()[name]
     readme_examples.check(example, readme_examples.run(example, str(clean_python), tmp_path))
