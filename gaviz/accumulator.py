@@ -131,7 +131,8 @@ class Accumulator(tf.Module):
             count: what the micro-batch's loss divides by (on this replica):
                 its rows for a Keras mean loss, its real tokens for a masked
                 or token-level loss, its weight sum for a weighted mean. A
-                scalar > 0.
+                scalar > 0 (>= 0 in replica context under several replicas,
+                where a replica's share of a short micro-batch may be empty).
 
         Raises:
             ValueError: ``gradients`` do not match ``variables`` (length or
@@ -144,7 +145,7 @@ class Accumulator(tf.Module):
 
     def _add(self, gradients, count, stacklevel):
         gradients = self._checked_gradients(gradients, stacklevel)
-        count = _checked_count(count)
+        count = _checked_count(count, self.strategy.num_replicas_in_sync)
         if self._replica_context() is not None:
             self._replica_add(gradients, count)
         elif self.strategy.num_replicas_in_sync == 1:
@@ -245,9 +246,9 @@ class Accumulator(tf.Module):
         # The raw op: tf.debugging's asserts wrap it in a cond (AssertGuard),
         # about which Grappler logs a line on every trace.
         check = tf.raw_ops.Assert(
-            condition=count > 0,
-            data=["`count` must be > 0: what the micro-batch's loss divides by. Received:",
-                  count],
+            condition=count > 0 if replicas == 1 else count >= 0,
+            data=[f"`count` must be {_count_expected(replicas)}: what the micro-batch's loss "
+                  "divides by. Received:", count],
         )
         with tf.control_dependencies([check]):
             total = window.add(self._window_sums(), micro)
@@ -387,19 +388,24 @@ def _checked_strategy(strategy, variables):
     return strategy
 
 
-def _checked_count(count):
+def _checked_count(count, replicas: int):
     count = tf.cast(tf.convert_to_tensor(count), tf.float32)
     if count.shape.rank not in (None, 0):
         raise ValueError(
             f"`count` must be a scalar: what the micro-batch's loss divides by. "
             f"Received: a tensor of shape {count.shape}"
         )
-    if tf.executing_eagerly() and not float(count) > 0:
+    if tf.executing_eagerly() and not (float(count) > 0 or replicas > 1 and float(count) == 0):
         raise ValueError(
-            "`count` must be > 0: what the micro-batch's loss divides by (its rows, "
-            f"real tokens or weight sum). Received: count={float(count)}"
+            f"`count` must be {_count_expected(replicas)}: what the micro-batch's loss "
+            f"divides by (its rows, real tokens or weight sum). Received: count={float(count)}"
         )
     return count
+
+
+def _count_expected(replicas: int) -> str:
+    """A replica's share of a global micro-batch may be empty; a micro-batch may not."""
+    return "> 0" if replicas == 1 else ">= 0 (0: this replica's share is empty)"
 
 
 def _check_clipping(optimizer, strategy):

@@ -121,10 +121,12 @@ def of_mean(gradients, count, variables) -> WindowSums:
         if g is None:
             summed.append(tf.zeros(v.shape, dtype))
         elif isinstance(g, tf.IndexedSlices):
-            values = tf.cast(g.values, dtype) * tf.cast(count, dtype)
+            values = tf.math.multiply_no_nan(tf.cast(g.values, dtype), tf.cast(count, dtype))
             summed.append(tf.IndexedSlices(values, g.indices, g.dense_shape))
         else:
-            summed.append(tf.cast(g, dtype) * tf.cast(count, dtype))
+            # An empty replica share (count 0) adds zeros, even where its
+            # loss's 0/0 made the gradient NaN.
+            summed.append(tf.math.multiply_no_nan(tf.cast(g, dtype), tf.cast(count, dtype)))
     zero = tf.constant(0.0)
     return WindowSums(summed, zero, count, count, zero)
 

@@ -154,6 +154,11 @@ def test_accumulator_step_inside_strategy_run_equals_the_big_batch(accumulator_c
     assert case["iterations"] == 2
 
 
+def test_accumulator_takes_an_empty_replica_share(accumulator_cases):
+    # A last global micro-batch of one row leaves one replica nothing (count 0).
+    assert accumulator_cases["an_empty_replica_share"]["gap"] < 1e-5
+
+
 def test_accumulator_add_inside_apply_after_strategy_run(accumulator_cases):
     case = accumulator_cases["add_then_apply"]
     assert case["gap"] < 1e-5 and case["iterations"] == 2

@@ -43,9 +43,9 @@ def mse(y, p):
     return tf.reduce_mean(tf.square(y - p), axis=-1)
 
 
-def reference(make_optimizer):
-    x, y = data()
-    sizes = [GLOBAL_BATCH] * (ROWS // GLOBAL_BATCH) + [ROWS % GLOBAL_BATCH]
+def reference(make_optimizer, rows=ROWS):
+    x, y = data(rows)
+    sizes = [GLOBAL_BATCH] * (rows // GLOBAL_BATCH) + [rows % GLOBAL_BATCH]
     model = keras.Model(*layers())
     train_big_batches(model, make_optimizer(), mse,
                       group_windows(micro_batches(x, y, sizes), K, "flush", 1))
@@ -56,8 +56,8 @@ def gap(a, b):
     return max(float(np.max(np.abs(u - v))) for u, v in zip(a.get_weights(), b.get_weights()))
 
 
-def distributed(strategy):
-    x, y = data()
+def distributed(strategy, rows=ROWS):
+    x, y = data(rows)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
     return strategy.experimental_distribute_dataset(dataset)
 
@@ -85,6 +85,28 @@ def step_in_replica_context(strategy):
     return dict(gap=gap(model, reference(lambda: keras.optimizers.Adam(0.05))), said=said,
                 iterations=int(optimizer.iterations.numpy()),
                 tracing_count=train_step.experimental_get_tracing_count())
+
+
+def an_empty_replica_share(strategy):
+    """41 rows: the last global micro-batch has one row, so one replica gets none."""
+    with strategy.scope():
+        model = keras.Model(*layers())
+        acc = gaviz.Accumulator(keras.optimizers.Adam(0.05), model.trainable_variables, K)
+        loss_fn = keras.losses.MeanSquaredError()
+
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        acc.step(tape.gradient(loss, model.trainable_variables), tf.shape(x)[0])
+
+    @tf.function
+    def train_step(batch):
+        strategy.run(replica_step, args=batch)
+
+    for batch in distributed(strategy, rows=41):
+        train_step(batch)
+    acc.flush()
+    return dict(gap=gap(model, reference(lambda: keras.optimizers.Adam(0.05), rows=41)))
 
 
 def add_then_apply(strategy):
@@ -221,7 +243,7 @@ def refusals(strategy):
 
 def main():
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    cases = (step_in_replica_context, add_then_apply, train_step_under_model_fit,
+    cases = (step_in_replica_context, an_empty_replica_share, add_then_apply, train_step_under_model_fit,
              keras_built_in_under_model_fit, loss_scale_skips_a_window_one_replica_overflowed,
              refusals)
     result = {"replicas": strategy.num_replicas_in_sync}
