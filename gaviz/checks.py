@@ -158,7 +158,7 @@ _OWN_STEPS = {
         "`self.accumulator.step(gradients, count)` (the gradients of the micro-batch's mean "
         "loss and the rows it averages) instead of `self.optimizer.apply(...)`; and "
         "train with `model.fit(..., callbacks=[gaviz.FlushAtEpochEnd(self.accumulator)])`. "
-        "See docs/guide/own_loop.md. To train with AccumulationTrainer instead, move what "
+        "See https://github.com/gaviz/gaviz/blob/main/docs/guide/own_loop.md. To train with AccumulationTrainer instead, move what "
         "your train_step adds into compute_loss (honoured when it is a mean over the "
         "batch's rows), the model (add_loss) or its compiled loss and metrics."
     ),

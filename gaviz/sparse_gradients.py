@@ -21,8 +21,8 @@ import warnings
 import keras
 import tensorflow as tf
 
-#: Where the docs explain it.
-DOCS = "docs/guide/own_loop.md, 'Sparse gradients'"
+#: Where the docs explain it: the guide page in the repository, and its section.
+DOCS = "https://github.com/gaviz/gaviz/blob/main/docs/guide/own_loop.md#sparse-gradients"
 
 
 def sparse_variables(gradients, variables) -> list[str]:
@@ -55,7 +55,7 @@ def warn_if_fit_differs(optimizer, gradients, variables, stacklevel: int = 2) ->
         "occurrence of a row separately (its second moment, or accumulator, gets the sum "
         "of squares, not the square of the sum), so frequent rows move further and "
         "Model.fit lands elsewhere. gaviz's weights equal the big batch's with the "
-        f"gradient densified, not Model.fit's. See {DOCS}.",
+        f"gradient densified, not Model.fit's. See 'Sparse gradients' in {DOCS}",
         SparseGradientWarning,
         stacklevel=stacklevel + 1,
     )
