@@ -98,6 +98,11 @@ def _lesson08(notebook):
     assert "still the stub" not in text, text
     (ratio,) = [float(r) for r in re.findall(r"\(\s*([0-9.]+)x the eager loop\)", text)]
     assert ratio > 1, text
+    # The last section: gaviz.Accumulator's step and flush land on the learner's graph loop.
+    text = shown_by(notebook, "max |w_accumulator - w_your_loop|")
+    (gap,) = numbers_after(text, "max |w_accumulator - w_your_loop| =")
+    assert "step applied 8 windows; micro-batches left in the window: 1" in text, text
+    assert "updates: 9 and 9" in text and gap < 1e-5, text
 
 
 def _lesson09(notebook):
