@@ -110,6 +110,10 @@ def _lesson09(notebook):
     text = shown_by(notebook, "median_epoch_seconds(lambda")
     for k in (1, 4, 16):
         assert re.search(rf"k={k:>2}: +[0-9.]+ ms per epoch", text), text
+    # A model's own train_step with gaviz.Accumulator and FlushAtEpochEnd: the big batch's run.
+    text = shown_by(notebook, "max |w_accumulated - w_big_batch|")
+    (gap,) = numbers_after(text, "max |w_accumulated - w_big_batch| =")
+    assert "updates: 15 and 15" in text and gap < 1e-5, text
 
 
 def _lesson13(notebook):
