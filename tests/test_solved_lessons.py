@@ -116,6 +116,19 @@ def _lesson09(notebook):
     assert "updates: 15 and 15" in text and gap < 1e-5, text
 
 
+def _lesson10(notebook):
+    # The classic distributed loop is Keras's built-in (sum / k) and lands away from the single
+    # device's big batch; the same loop with gaviz.Accumulator's step lands on it.
+    text = shown_by(notebook, "max |w_classic - w_single_device|")
+    (classic,) = numbers_after(text, "max |w_classic - w_single_device| =")
+    (moved,) = numbers_after(text, "training moved them up to")
+    (builtin,) = numbers_after(text, "max |w_classic - w_keras_builtin| =")
+    assert classic > 1e-2 and classic > 0.1 * moved and builtin < 1e-5, text
+    text = shown_by(notebook, "max |w_accumulator - w_single_device|")
+    (fixed,) = numbers_after(text, "max |w_accumulator - w_single_device| =")
+    assert "updates: 16" in text and fixed < 1e-5, text
+
+
 def _lesson13(notebook):
     # The capstone: the learner's token window and gaviz's trainer land on the big batch (to
     # float32 rounding, which Adam amplifies where a gradient is tiny); Keras's built-in is the
@@ -129,7 +142,8 @@ def _lesson13(notebook):
     assert builtin > 100 * max(yours, ours), text
 
 
-PAYOFFS = {"04": _lesson04, "05": _lesson05, "08": _lesson08, "09": _lesson09, "13": _lesson13}
+PAYOFFS = {"04": _lesson04, "05": _lesson05, "08": _lesson08, "09": _lesson09, "10": _lesson10,
+           "13": _lesson13}
 
 
 def test_every_lesson_with_exercises_is_run_solved():
