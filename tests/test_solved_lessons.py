@@ -140,6 +140,12 @@ def _lesson13(notebook):
     (rule,) = numbers_after(text, "against the mean of micro-batch means:")
     assert yours < 1e-4 and ours < 1e-4 and rule < 1e-4, text
     assert builtin > 100 * max(yours, ours), text
+    # Model.fit on the same batches of 64 lines: away from the dense reference with Adam (the
+    # Embedding's sparse gradient, lesson 11), on it with SGD.
+    text = shown_by(notebook, "Model.fit, Adam: max")
+    (adam,) = numbers_after(text, "Model.fit, Adam: max |w - w_big_batch| =")
+    (sgd,) = numbers_after(text, "Model.fit, SGD:  max |w - w_big_batch| =")
+    assert adam > 0.1 and sgd < 1e-4, text
 
 
 PAYOFFS = {"04": _lesson04, "05": _lesson05, "08": _lesson08, "09": _lesson09, "10": _lesson10,
