@@ -120,7 +120,8 @@ def one_adam_step(dense):
     gradient = tape.gradient(loss, table.embeddings)
     assert isinstance(gradient, tf.IndexedSlices) and gradient.values.shape[0] == 50
     adam = keras.optimizers.Adam(0.1)
-    adam.apply_gradients([(tf.convert_to_tensor(gradient) if dense else gradient, table.embeddings)])
+    applied = tf.convert_to_tensor(gradient) if dense else gradient
+    adam.apply_gradients([(applied, table.embeddings)])
     [v] = [variable for variable in adam.variables if "velocity" in variable.name]
     return float(v[0, 0]), abs(float(table.embeddings[0, 0]))
 

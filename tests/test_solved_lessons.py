@@ -3,7 +3,9 @@ solution's code, as `%load solutions/NN_x.py` pastes it, runs top to bottom
 with every check passing and every payoff cell (the cells that use the
 learner's answer) showing what the lesson's prose says it shows. A lesson must
 not contradict itself once the learner has done the work (issue #25: lesson
-04's detector, solved, once failed to flag the lesson's own probe).
+04's detector, solved, once failed to flag the lesson's own probe). Since the
+lesson runs anyway, the comparisons its prose states a number for (gaviz's
+Accumulator or Model.fit against a big batch: lessons 08, 09, 10 and 13) are read here too.
 
 Each lesson runs once more than in test_lessons.py (8-30 s each).
 """
@@ -77,7 +79,7 @@ def numbers_after(text, label):
     return [float(n) for n in re.findall(rf"{re.escape(label)}\s*([-+0-9.e]+)", text)]
 
 
-# What each payoff cell claims, once solved: the lesson's prose says so beside it.
+# What each payoff cell or comparison claims, once solved: the lesson's prose says so beside it.
 def _lesson04(notebook):
     # Section 3's prose: the detector flags the missing reset's probe, not the exact run's.
     text = shown_by(notebook, "probe run flagged")
