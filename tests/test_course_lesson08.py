@@ -163,3 +163,38 @@ def test_run_windows_stops_a_window_that_always_says_full():
         assert "past the end of the data" in str(error)
     else:
         raise AssertionError("run_windows should stop a window that never comes back short")
+
+
+def test_the_accumulator_gives_the_graph_loops_weights_on_the_lessons_micro_batches():
+    """The lesson's last section: gaviz.Accumulator's step in a tf.function, then flush, lands
+    on the learner's window (here the solution's) from the same weights: 8 windows applied by
+    step, the 33rd micro-batch (10 rows) by flush."""
+    import keras
+
+    import gaviz
+    from gaviz.course import max_difference
+    from gaviz.course.graph import run_windows
+
+    x, y = gaviz.demo.make_data(1034, seed=0)
+    micro_batches = gaviz.demo.make_dataset(x, y, 32)
+    loss = keras.losses.MeanSquaredError()
+    model, optimizer = gaviz.demo.make_model(seed=0), keras.optimizers.SGD(0.1)
+    accumulator = gaviz.Accumulator(optimizer, model.trainable_variables, accumulation_steps=4)
+
+    @tf.function(input_signature=micro_batches.element_spec)
+    def accumulate(x, y):
+        with tf.GradientTape() as tape:
+            mean_loss = loss(y, model(x, training=True))
+        gradients = tape.gradient(mean_loss, model.trainable_variables)
+        return accumulator.step(gradients, count=tf.shape(x)[0])
+
+    applied = [bool(accumulate(x_micro, y_micro)) for x_micro, y_micro in micro_batches]
+    assert sum(applied) == 8 and int(accumulator.micro_steps_in_window) == 1
+    assert bool(accumulator.flush()) and int(optimizer.iterations) == 9
+    assert accumulate.experimental_get_tracing_count() == 1
+
+    window_model, window_optimizer = gaviz.demo.make_model(seed=0), keras.optimizers.SGD(0.1)
+    window = solution.make_window(window_model, window_optimizer, loss, micro_batches.element_spec)
+    assert run_windows(window, micro_batches, 4) == 9 and int(window_optimizer.iterations) == 9
+    assert max_difference(model, window_model) < 1e-5
+    assert max_difference(model, gaviz.demo.make_model(seed=0)) > 1e-2  # it trained

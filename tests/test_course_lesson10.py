@@ -39,3 +39,25 @@ def test_a_plan_prints_for_people():
                     need_bytes=134184960.0)
     assert str(plan) == ("a big batch of 8,192 needs about 128 MiB; "
                          "the same update: 16 micro-batches of 512")
+
+
+def test_the_classic_distributed_loop_is_the_mean_of_means_and_the_accumulator_the_big_batch():
+    """The lesson's own-loop section, on its data and sizes, in a subprocess with two logical
+    CPUs: the classic loop (gradient / k into sums, apply_gradients after strategy.run) lands
+    on Keras's built-in (sum / k, the mean of micro-batch means) and about 2e-2 from the big
+    batch on one device; gaviz.Accumulator's step in its place lands on the big batch."""
+    import json
+    import os
+    import subprocess
+
+    script = pathlib.Path(__file__).resolve().parent / "distributed" / "lesson10_loops.py"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))
+    result = json.loads(line[len("RESULT "):])
+    assert result["replicas"] == 2
+    assert result["classic_updates"] == result["accumulator_updates"] == 16
+    assert result["classic_vs_builtin"] < 1e-5, result
+    assert 1e-2 < result["classic_gap"] and result["classic_gap"] > 0.1 * result["moved"], result
+    assert result["accumulator_gap"] < 1e-5, result

@@ -1,10 +1,14 @@
-"""What lesson 11 (caveats) says about Keras's built-in `gradient_accumulation_steps` and
-about frozen batch normalization, checked against independent computations, so that
-the lesson's sentences fail a test when a Keras release changes them. (The lesson has
-no exercise; diagnose's verdict on the built-in is tests/test_diagnose.py's.)"""
+"""What lesson 11 (caveats) says about Keras's built-in `gradient_accumulation_steps`,
+about frozen batch normalization and about an Embedding's sparse gradients, checked against
+independent computations, so that the lesson's sentences fail a test when a Keras release
+changes them. (The lesson has no exercise; diagnose's verdict on the built-in is
+tests/test_diagnose.py's.)"""
+
+import warnings
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import gaviz
@@ -106,3 +110,67 @@ def test_a_frozen_batch_normalization_accumulates_exactly_and_a_trained_one_does
 
     assert relative(step(False, 16), step(False, 64)) < 1e-5
     assert relative(step(True, 16), step(True, 64)) > 0.05
+
+
+def one_adam_step(dense):
+    """Adam's v and the row's step: one row looked up 50 times, each lookup's gradient 1."""
+    table = keras.layers.Embedding(1, 1, embeddings_initializer="zeros")
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(table(tf.zeros(50, "int32")))
+    gradient = tape.gradient(loss, table.embeddings)
+    assert isinstance(gradient, tf.IndexedSlices) and gradient.values.shape[0] == 50
+    adam = keras.optimizers.Adam(0.1)
+    applied = tf.convert_to_tensor(gradient) if dense else gradient
+    adam.apply_gradients([(applied, table.embeddings)])
+    [v] = [variable for variable in adam.variables if "velocity" in variable.name]
+    return float(v[0, 0]), abs(float(table.embeddings[0, 0]))
+
+
+def test_keras_adam_squares_each_lookup_of_a_row_and_the_textbook_their_sum():
+    assert one_adam_step(dense=False) == pytest.approx((0.05, 0.1 * 50 ** 0.5), rel=1e-4)
+    assert one_adam_step(dense=True) == pytest.approx((2.5, 0.1), rel=1e-4)
+
+
+def test_with_an_embedding_model_fit_leaves_the_dense_big_batch_with_adam_not_with_sgd():
+    """Section 5: Model.fit on batches of 64, gaviz's trainer (k = 4 micro-batches of 16) and
+    the big batch with its gradient made dense, 2 epochs; gaviz warns with Adam only."""
+    from gaviz.course import max_difference
+
+    tokens = np.random.default_rng(0).integers(0, 50, size=(256, 10))
+    targets = (tokens % 2).mean(axis=1, keepdims=True).astype("float32")
+
+    def token_model(optimizer):
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((10,), dtype="int32"), keras.layers.Embedding(50, 4),
+                                  keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(1)])
+        model.compile(optimizer, "mse")
+        return model
+
+    def dense_big_batches(model):
+        for _ in range(2):
+            for start in range(0, 256, 64):
+                x_big, y_big = tokens[start:start + 64], targets[start:start + 64]
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean(keras.losses.mean_squared_error(y_big, model(x_big)))
+                gradients = tape.gradient(loss, model.trainable_variables)
+                model.optimizer.apply_gradients(
+                    zip([tf.convert_to_tensor(g) for g in gradients], model.trainable_variables))
+
+    gaps = {}
+    for name, make in {"Adam": lambda: keras.optimizers.Adam(0.01),
+                       "SGD": lambda: keras.optimizers.SGD(0.5)}.items():
+        fitted, exact, dense = (token_model(make()) for _ in range(3))
+        fitted.fit(tokens, targets, batch_size=64, epochs=2, shuffle=False, verbose=0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            gaviz.AccumulationTrainer(exact, accumulation_steps=4).fit(
+                tokens, targets, batch_size=16, epochs=2, shuffle=False, verbose=0)
+        dense_big_batches(dense)
+        gaps[name] = (max_difference(fitted, dense), max_difference(exact, dense),
+                      max_difference(dense, token_model(make())),
+                      [w.category for w in caught])
+    fit_gap, gaviz_gap, moved, said = gaps["Adam"]
+    assert gaviz_gap < 1e-6 and fit_gap > moved > 1e-2, gaps  # the lesson: 2.0e-01 against 0.079
+    assert said == [gaviz.SparseGradientWarning], said
+    fit_gap, gaviz_gap, moved, said = gaps["SGD"]
+    assert gaviz_gap < 1e-6 and fit_gap < 1e-6 and moved > 0.1 and said == [], gaps

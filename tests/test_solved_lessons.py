@@ -3,7 +3,9 @@ solution's code, as `%load solutions/NN_x.py` pastes it, runs top to bottom
 with every check passing and every payoff cell (the cells that use the
 learner's answer) showing what the lesson's prose says it shows. A lesson must
 not contradict itself once the learner has done the work (issue #25: lesson
-04's detector, solved, once failed to flag the lesson's own probe).
+04's detector, solved, once failed to flag the lesson's own probe). Since the
+lesson runs anyway, the comparisons its prose states a number for (gaviz's
+Accumulator or Model.fit against a big batch: lessons 08, 09, 10 and 13) are read here too.
 
 Each lesson runs once more than in test_lessons.py (8-30 s each).
 """
@@ -77,7 +79,7 @@ def numbers_after(text, label):
     return [float(n) for n in re.findall(rf"{re.escape(label)}\s*([-+0-9.e]+)", text)]
 
 
-# What each payoff cell claims, once solved: the lesson's prose says so beside it.
+# What each payoff cell or comparison claims, once solved: the lesson's prose says so beside it.
 def _lesson04(notebook):
     # Section 3's prose: the detector flags the missing reset's probe, not the exact run's.
     text = shown_by(notebook, "probe run flagged")
@@ -98,6 +100,11 @@ def _lesson08(notebook):
     assert "still the stub" not in text, text
     (ratio,) = [float(r) for r in re.findall(r"\(\s*([0-9.]+)x the eager loop\)", text)]
     assert ratio > 1, text
+    # The last section: gaviz.Accumulator's step and flush land on the learner's graph loop.
+    text = shown_by(notebook, "max |w_accumulator - w_your_loop|")
+    (gap,) = numbers_after(text, "max |w_accumulator - w_your_loop| =")
+    assert "step applied 8 windows; micro-batches left in the window: 1" in text, text
+    assert "updates: 9 and 9" in text and gap < 1e-5, text
 
 
 def _lesson09(notebook):
@@ -105,6 +112,23 @@ def _lesson09(notebook):
     text = shown_by(notebook, "median_epoch_seconds(lambda")
     for k in (1, 4, 16):
         assert re.search(rf"k={k:>2}: +[0-9.]+ ms per epoch", text), text
+    # A model's own train_step with gaviz.Accumulator and FlushAtEpochEnd: the big batch's run.
+    text = shown_by(notebook, "max |w_accumulated - w_big_batch|")
+    (gap,) = numbers_after(text, "max |w_accumulated - w_big_batch| =")
+    assert "updates: 15 and 15" in text and gap < 1e-5, text
+
+
+def _lesson10(notebook):
+    # The classic distributed loop is Keras's built-in (sum / k) and lands away from the single
+    # device's big batch; the same loop with gaviz.Accumulator's step lands on it.
+    text = shown_by(notebook, "max |w_classic - w_single_device|")
+    (classic,) = numbers_after(text, "max |w_classic - w_single_device| =")
+    (moved,) = numbers_after(text, "training moved them up to")
+    (builtin,) = numbers_after(text, "max |w_classic - w_keras_builtin| =")
+    assert classic > 1e-2 and classic > 0.1 * moved and builtin < 1e-5, text
+    text = shown_by(notebook, "max |w_accumulator - w_single_device|")
+    (fixed,) = numbers_after(text, "max |w_accumulator - w_single_device| =")
+    assert "updates: 16" in text and fixed < 1e-5, text
 
 
 def _lesson13(notebook):
@@ -118,9 +142,16 @@ def _lesson13(notebook):
     (rule,) = numbers_after(text, "against the mean of micro-batch means:")
     assert yours < 1e-4 and ours < 1e-4 and rule < 1e-4, text
     assert builtin > 100 * max(yours, ours), text
+    # Model.fit on the same batches of 64 lines: away from the dense reference with Adam (the
+    # Embedding's sparse gradient, lesson 11), on it with SGD.
+    text = shown_by(notebook, "Model.fit, Adam: max")
+    (adam,) = numbers_after(text, "Model.fit, Adam: max |w - w_big_batch| =")
+    (sgd,) = numbers_after(text, "Model.fit, SGD:  max |w - w_big_batch| =")
+    assert adam > 0.1 and sgd < 1e-4, text
 
 
-PAYOFFS = {"04": _lesson04, "05": _lesson05, "08": _lesson08, "09": _lesson09, "13": _lesson13}
+PAYOFFS = {"04": _lesson04, "05": _lesson05, "08": _lesson08, "09": _lesson09, "10": _lesson10,
+           "13": _lesson13}
 
 
 def test_every_lesson_with_exercises_is_run_solved():
