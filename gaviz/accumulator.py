@@ -167,8 +167,8 @@ class Accumulator(tf.Module):
         cross-replica context (after ``strategy.run``, eagerly, in a callback).
 
         Returns:
-            A boolean tensor: whether the window held micro-batches and was
-            applied (a loss-scaling optimizer may still skip a non-finite
+            Whether the window held micro-batches and was applied, a boolean
+            tensor (a loss-scaling optimizer may still skip a non-finite
             window; its ``iterations`` does not count that one).
         """
         if tf.executing_eagerly() and self.strategy.num_replicas_in_sync > 1:
@@ -186,7 +186,7 @@ class Accumulator(tf.Module):
         ``accumulation_steps`` micro-batches (decided in the graph).
 
         Returns:
-            A boolean tensor: whether this call applied an update.
+            Whether this call applied an update, a boolean tensor.
         """
         # Inside a tf.function, TensorFlow runs stateful ops in program order:
         # the window's count is read after this micro-batch was added.
