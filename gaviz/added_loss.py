@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from gaviz import _keras
 from gaviz.micro_step import added_loss_layers, regularized_weights
-from gaviz.own_loss import ROW_MEAN_TOLERANCE
+from gaviz.own_loss import not_a_row_mean, rows_of
 
 
 def may_add_losses(model) -> bool:
@@ -60,14 +60,10 @@ def check(model, x) -> None:
             "first micro-batch (called with training=False)."
         )
     rows = int(tf.shape(tf.nest.flatten(x)[0])[0])
-    if rows < 2:
+    gap = not_a_row_mean(lambda part: _added(model, rows_of(x, part)), rows)
+    if gap is None:
         return
-    half = rows // 2
-    first = _added(model, _part(x, slice(None, half)))
-    second = _added(model, _part(x, slice(half, None)))
-    weighted = (half * first + (rows - half) * second) / rows
-    if abs(whole - weighted) <= ROW_MEAN_TOLERANCE * max(1.0, abs(whole)):
-        return
+    whole, weighted = gap
     names = ", ".join(added_loss_layers(model)) or "an activity regularizer"
     raise ValueError(
         f"`model` is compiled without a loss, and the loss its layers add with add_loss "
@@ -93,7 +89,3 @@ def _added(model, x) -> float | None:
         return None
     return float(sum(np.asarray(loss, dtype="float64") for loss in added))
 
-
-def _part(nest, rows: slice):
-    """The ``rows`` of every tensor in ``nest``."""
-    return tf.nest.map_structure(lambda tensor: tensor[rows], nest)

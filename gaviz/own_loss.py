@@ -66,15 +66,10 @@ class OwnLoss:
                 two halves' values.
         """
         rows = int(tf.shape(tf.nest.flatten(y_pred)[0])[0])
-        if rows < 2:
+        gap = not_a_row_mean(lambda part: self._float(x, y, y_pred, sample_weight, part), rows)
+        if gap is None:
             return
-        half = rows // 2
-        whole = self._float(x, y, y_pred, sample_weight, slice(None))
-        first = self._float(x, y, y_pred, sample_weight, slice(None, half))
-        second = self._float(x, y, y_pred, sample_weight, slice(half, None))
-        weighted = (half * first + (rows - half) * second) / rows
-        if abs(whole - weighted) <= ROW_MEAN_TOLERANCE * max(1.0, abs(whole)):
-            return
+        whole, weighted = gap
         raise ValueError(
             f"`model` overrides compute_loss ({self.owner}.compute_loss) with a loss that "
             f"is not a mean over the batch's rows: on a micro-batch of {rows} rows it gives "
@@ -88,11 +83,30 @@ class OwnLoss:
         )
 
     def _float(self, x, y, y_pred, sample_weight, rows: slice) -> float:
-        weights = None if sample_weight is None else _part(sample_weight, rows)
-        value = self.value(_part(x, rows), _part(y, rows), _part(y_pred, rows), weights)
+        weights = None if sample_weight is None else rows_of(sample_weight, rows)
+        value = self.value(rows_of(x, rows), rows_of(y, rows), rows_of(y_pred, rows), weights)
         return float(np.asarray(value, dtype="float64"))
 
 
-def _part(nest, rows: slice):
+def not_a_row_mean(value_of, rows: int):
+    """``(whole, weighted)`` where a batch's value is not the row-weighted mean
+    of its two halves' values (a loss that is not a mean over rows), else None.
+
+    Args:
+        value_of: ``slice -> float``, the value on those rows of the batch.
+        rows: the batch's rows (fewer than 2: nothing to compare, None).
+    """
+    if rows < 2:
+        return None
+    half = rows // 2
+    whole = value_of(slice(None))
+    weighted = (half * value_of(slice(None, half))
+                + (rows - half) * value_of(slice(half, None))) / rows
+    if abs(whole - weighted) <= ROW_MEAN_TOLERANCE * max(1.0, abs(whole)):
+        return None
+    return whole, weighted
+
+
+def rows_of(nest, rows: slice):
     """The ``rows`` of every tensor in ``nest``."""
     return tf.nest.map_structure(lambda tensor: tensor[rows], nest)

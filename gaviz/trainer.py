@@ -483,10 +483,11 @@ class AccumulationTrainer(tf.Module):
         x, y, sample_weight = unpack(first)
         with _tensorflow.native_log_filtered():  # e.g. float16's fallback log on some CPUs
             y_pred = self.model(x, training=False)
-        if self._added_loss_only:  # checked to be a mean over rows, which needs no warning
-            added_loss.check(self.model, x)
-        elif self._checked_spec is None:  # once per trainer (or compile)
-            warn_added_losses(self.model, stacklevel=4)
+        if self._checked_spec is None:  # once per trainer (or compile)
+            if self._added_loss_only:  # checked to be a mean over rows: no warning needed
+                added_loss.check(self.model, x)
+            else:
+                warn_added_losses(self.model, stacklevel=4)
         if not self._built:
             if not self.model.trainable_variables:
                 raise ValueError("`model` has no trainable variables: nothing to train.")

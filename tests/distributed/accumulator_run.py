@@ -62,8 +62,9 @@ def distributed(strategy, rows=ROWS):
     return strategy.experimental_distribute_dataset(dataset)
 
 
-def step_in_replica_context(strategy):
-    """acc.step inside strategy.run, in a tf.function; flush after the data."""
+def stepped(strategy, rows):
+    """acc.step inside strategy.run, in a tf.function, over ``rows`` rows;
+    flush after the data. Returns what each step said, the run's figures."""
     with strategy.scope():
         model = keras.Model(*layers())
         optimizer = keras.optimizers.Adam(0.05)
@@ -80,33 +81,20 @@ def step_in_replica_context(strategy):
         return strategy.run(replica_step, args=batch)
 
     said = [bool(strategy.experimental_local_results(train_step(b))[0])
-            for b in distributed(strategy)]
+            for b in distributed(strategy, rows)]
     acc.flush()
-    return dict(gap=gap(model, reference(lambda: keras.optimizers.Adam(0.05))), said=said,
-                iterations=int(optimizer.iterations.numpy()),
+    return dict(gap=gap(model, reference(lambda: keras.optimizers.Adam(0.05), rows)),
+                said=said, iterations=int(optimizer.iterations.numpy()),
                 tracing_count=train_step.experimental_get_tracing_count())
+
+
+def step_in_replica_context(strategy):
+    return stepped(strategy, ROWS)
 
 
 def an_empty_replica_share(strategy):
     """41 rows: the last global micro-batch has one row, so one replica gets none."""
-    with strategy.scope():
-        model = keras.Model(*layers())
-        acc = gaviz.Accumulator(keras.optimizers.Adam(0.05), model.trainable_variables, K)
-        loss_fn = keras.losses.MeanSquaredError()
-
-    def replica_step(x, y):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        acc.step(tape.gradient(loss, model.trainable_variables), tf.shape(x)[0])
-
-    @tf.function
-    def train_step(batch):
-        strategy.run(replica_step, args=batch)
-
-    for batch in distributed(strategy, rows=41):
-        train_step(batch)
-    acc.flush()
-    return dict(gap=gap(model, reference(lambda: keras.optimizers.Adam(0.05), rows=41)))
+    return stepped(strategy, 41)
 
 
 def add_then_apply(strategy):
