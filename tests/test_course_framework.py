@@ -62,6 +62,31 @@ def test_outcomes_render_coloured_html():
     assert "Incorrect" in html and "got 41" in html and "color" in html
 
 
+def test_a_demonstrated_wrong_answer_is_labelled_as_one_not_as_the_learners_fault():
+    shown = EXERCISE.demonstrate(41, what="the likeliest slip, 41")
+    assert shown.status == "demonstration" and not shown
+    assert "Incorrect" not in str(shown) and "✗" not in shown._repr_html_()
+    assert str(shown).startswith("◇ Demonstration, not your answer (00 answer): the likeliest "
+                                 "slip, 41. The check says: expected the answer to everything, got 41")
+    with pytest.raises(ValueError, match="42 passes"):
+        EXERCISE.demonstrate(42, what="42")
+
+
+def test_passes_reuses_the_last_check_of_the_same_answer(capsys):
+    calls = []
+
+    def checker(answer):
+        calls.append(answer)
+        return _checker(answer)
+
+    exercise = Exercise("00 counted", checker, ["h"], "x.py")
+    exercise.check(42)
+    assert "Correct" in capsys.readouterr().out
+    assert exercise.passes(42) and calls == [42]  # the check's outcome, not a second run
+    assert not exercise.passes(None) and calls == [42, None]  # another answer: evaluated
+    assert capsys.readouterr().out == ""  # passes shows nothing
+
+
 def test_the_learners_loop_equals_model_fit_on_the_big_batch():
     x, y = gaviz.demo.make_data(32 * 4 * 3 + 40, seed=1)  # 3 full windows and a ragged tail
     micro_batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)

@@ -8,6 +8,10 @@ to three lines::
     lesson04.reset.hint()           # the next hint, without the answer
     lesson04.reset.solution()       # the solution's code, and the %load line that pastes it
 
+A lesson may also run a wrong answer through the check on purpose, before the
+learner's attempt: ``lesson13.tokens.demonstrate(wrong, what="...")`` shows it
+as a demonstration, never as the learner's "✗ Incorrect".
+
 A checker is a plain function of the learner's answer. It returns the
 message shown on success, raises :class:`Incorrect` with the specific fault,
 or :class:`NotAttempted` when the answer is still the lesson's stub (a stub
@@ -37,6 +41,7 @@ _STYLE = {
     "pass": ("✓ Correct", "#1a7f37"),
     "fail": ("✗ Incorrect", "#cf222e"),
     "not attempted": ("○ Not attempted yet", "#6e7781"),
+    "demonstration": ("◇ Demonstration, not your answer", "#8250df"),
     "hint": ("💡 Hint", "#9a6700"),
     "solution": ("📖 Solution", "#0969da"),
 }
@@ -106,6 +111,7 @@ class Exercise:
     hints: Sequence[str]
     solution_file: str
     _hints_shown: int = field(default=0, repr=False)
+    _last: tuple = field(default=(), repr=False)  # (answer, outcome) of the last check
 
     def evaluate(self, *answer) -> Outcome:
         """Runs the checker on ``answer`` and returns its outcome, without showing it."""
@@ -123,7 +129,31 @@ class Exercise:
 
     def check(self, *answer) -> None:
         """Checks ``answer`` and shows pass, the specific fault, or "not attempted yet"."""
-        show(self.evaluate(*answer))
+        outcome = self.evaluate(*answer)
+        self._last = (answer, outcome)
+        show(outcome)
+
+    def passes(self, *answer) -> bool:
+        """Whether ``answer`` passes, shown nowhere: the last check's outcome when it
+        checked these very objects, else a new evaluation. A lesson's payoff cell
+        asks it before running the learner's code."""
+        if self._last and len(self._last[0]) == len(answer) and all(
+                a is b for a, b in zip(self._last[0], answer)):
+            return bool(self._last[1])
+        return bool(self.evaluate(*answer))
+
+    def demonstrate(self, *answer, what: str) -> Outcome:
+        """Runs a wrong answer through the check to show what the check says of it,
+        labelled a demonstration (``what`` names the answer), not the learner's result.
+
+        Raises:
+            ValueError: the demonstrated answer passes, so it shows no fault.
+        """
+        outcome = self.evaluate(*answer)
+        if outcome.status != "fail":
+            raise ValueError(f"`demonstrate` shows a wrong answer's fault, but {what} "
+                             f"{'passes' if outcome else 'is not attempted'}")
+        return Outcome(self.name, "demonstration", f"{what}. The check says: {outcome.message}")
 
     def hint(self) -> None:
         """Shows the next hint (the last one again once all are shown)."""
