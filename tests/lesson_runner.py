@@ -57,6 +57,7 @@ def process_peak_mib(pid):
 def faults(name, run):
     """What is wrong with one run of a lesson, as lines (none when it passed)."""
     found = [f"{name}: red output in code cell {number}:\n{text}" for number, text in run.red]
+    found += [f"{name}: code cell {number} shows {what}" for number, what in run.misleading]
     if run.peak_mib >= MEMORY_LIMIT_MIB:
         found.append(f"{name}: kernel peaked at {run.peak_mib:.0f} MiB, over Binder's "
                      f"{MEMORY_LIMIT_MIB} MiB")
@@ -83,6 +84,15 @@ class LessonRun(NamedTuple):
     seconds: float
     peak_mib: float  # the kernel's peak resident memory
     red: list  # (code cell number from 1, text) of each stderr or error output
+    misleading: list = []  # (code cell number from 1, what) of each output that misleads
+
+
+#: What no lesson's output shows, run as shipped or solved: a learner reads "✗
+#: Incorrect" as their own failure (a lesson demonstrating a wrong answer labels
+#: it a demonstration), and a progress bar's control characters (backspaces,
+#: carriage returns, colour codes) render as debris on the documentation site.
+INCORRECT = "✗ Incorrect"
+CONTROL_CHARACTERS = {"\b": "a backspace", "\r": "a carriage return", "\x1b[": "a colour code"}
 
 
 def red_outputs(notebook):
@@ -96,6 +106,23 @@ def red_outputs(notebook):
             elif output.output_type == "error":
                 red.append((number, f"{output.ename}: {output.evalue}"))
     return red
+
+
+def misleading_outputs(notebook):
+    """The outputs that mislead (see INCORRECT, CONTROL_CHARACTERS), by code cell."""
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    found = []
+    for number, cell in enumerate(code, start=1):
+        texts = [output.get("text", "") for output in cell.outputs]
+        texts += [str(value) for output in cell.outputs
+                  for value in output.get("data", {}).values()]
+        if any(INCORRECT in text for text in texts):
+            found.append((number, f"'{INCORRECT}' before the learner did anything wrong"))
+        for character, name in CONTROL_CHARACTERS.items():
+            if any(character in output.get("text", "") for output in cell.outputs):
+                found.append((number, f"{name} in its printed text (a progress bar? use "
+                                      "verbose=2 or 0)"))
+    return found
 
 
 def insert_after(notebook, inserted):
@@ -136,7 +163,7 @@ def run_lesson(path, timeout=240, executed=None, inserted=None):
     if executed is not None:
         notebook.cells.pop()  # the probe is the runner's, not the lesson's
         executed.append(notebook)
-    return LessonRun(seconds, peak_mib(text), red_outputs(notebook))
+    return LessonRun(seconds, peak_mib(text), red_outputs(notebook), misleading_outputs(notebook))
 
 
 def save_executed(notebook, path, folder):

@@ -16,11 +16,12 @@ import re
 import subprocess
 import sys
 
+import nbformat
 import numpy as np
 import pytest
 
 from lesson_runner import (LESSONS, MEMORY_LIMIT_MIB, PEAK_PROBE, LessonRun, faults, lesson_paths,
-                           peak_mib, process_peak_mib, run_lesson)
+                           misleading_outputs, peak_mib, process_peak_mib, run_lesson)
 
 EXPECTED = [f"{n:02d}" for n in range(14)]
 # The whole course (Kaggle Learn runs about 500 words a lesson); 11,000 since the capstone on
@@ -136,6 +137,29 @@ def test_a_lesson_fails_for_red_output_or_a_peak_over_binders_memory():
     assert "code cell 3" in red and "Traceback" in red
     [heavy] = faults("05.ipynb", LessonRun(30.0, MEMORY_LIMIT_MIB + 1.0, []))
     assert "05.ipynb" in heavy and f"{MEMORY_LIMIT_MIB} MiB" in heavy
+
+
+def test_a_lesson_fails_for_incorrect_before_an_attempt_or_progress_bar_debris():
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("1", outputs=[nbformat.v4.new_output(
+            "stream", name="stdout", text="\r\x1b[1m5/5\x1b[0m ━━━━\b\b loss: 1.0\n")]),
+        nbformat.v4.new_code_cell("2", outputs=[nbformat.v4.new_output(
+            "display_data", data={"text/plain": "✗ Incorrect (13 tokens): ..."})]),
+        nbformat.v4.new_code_cell("3", outputs=[nbformat.v4.new_output(
+            "stream", name="stdout", text="5/5 - 0s - loss: 1.0\n◇ Demonstration\n")]),
+    ])
+    found = faults("09.ipynb", LessonRun(30.0, 700.0, [], misleading_outputs(notebook)))
+    assert [line.split(" shows ")[0] for line in found] == ["09.ipynb: code cell 1"] * 3 + [
+        "09.ipynb: code cell 2"], found
+    assert "backspace" in found[0] and "Incorrect" in found[3]
+
+
+def test_no_markdown_line_renders_as_an_accidental_heading():
+    """'#19987, ...' at a line's start is a heading to the docs site's renderer."""
+    for path in lesson_paths():
+        for text in _cells(path, "markdown"):
+            for line in text.splitlines():
+                assert not re.match(r"#+[^#\s]", line), (path.name, line)
 
 
 def test_another_processs_peak_is_read_from_proc():

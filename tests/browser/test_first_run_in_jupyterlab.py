@@ -4,8 +4,8 @@ JupyterLab runs from this environment with its settings as `make lab` leaves
 them (binder/overrides.json, installed by binder/postBuild), on a copy of
 lessons/. Checked: no news prompt covers the lesson; every lesson opens
 without the unsaved-changes dot; every lesson, run top to bottom (Run All
-Cells), shows no red output box (stderr or an error) and no widget that
-failed to display, and its kernel peaks under Binder's memory. This walk is
+Cells), shows no red output box (stderr or an error), no widget that
+failed to display and no "✗ Incorrect", and its kernel peaks under Binder's memory. This walk is
 make test's run of the lessons: where it is collected, tests/conftest.py skips
 test_lessons.py's nbclient runs, which check the same. Skipped like test_dashboard_in_jupyterlab.py where
 Chromium or Playwright is missing, unless GAVIZ_REQUIRE_BROWSER is set.
@@ -20,7 +20,7 @@ import urllib.request
 
 import pytest
 
-from lesson_runner import LessonRun, faults, process_peak_mib
+from lesson_runner import INCORRECT, LessonRun, faults, process_peak_mib
 from test_dashboard_in_jupyterlab import CHROMIUM, FLAGS, serve_lab
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402  (after the skip above)
@@ -113,7 +113,8 @@ def test_lessons_open_clean_and_run_without_red(lab):
                     expect(page.get_by_text(NEWS)).to_have_count(0)
                 start = time.monotonic()
                 run_all_cells(page, name)
-                run = LessonRun(time.monotonic() - start, kernel_peak_mib(lab), red_boxes(page))
+                run = LessonRun(time.monotonic() - start, kernel_peak_mib(lab), red_boxes(page),
+                                incorrect_marks(page))
                 print(f"{name}: {run.seconds:.1f} s, peak {run.peak_mib:.0f} MiB", flush=True)
                 found += faults(name, run)
                 shut_down_kernels(lab)
@@ -149,6 +150,15 @@ def run_all_cells(page, name, timeout=600):
     not_run = [i for i, text in enumerate(texts, start=1) if not text.strip()[1:-2].strip().isdigit()]
     assert not not_run, f"{name}: code cells {not_run} did not run; " + "; ".join(
         f"cell {cell}: {text}" for cell, text in red_boxes(page))
+
+
+def incorrect_marks(page):
+    """(code cell number from 1, what) of each output showing "✗ Incorrect": the
+    lesson as shipped has no answer of the learner's to fail."""
+    texts = page.locator(CODE_CELLS).evaluate_all(
+        "cells => cells.map(cell => cell.querySelector('.jp-OutputArea')?.textContent || '')")
+    return [(number, f"'{INCORRECT}' before the learner did anything wrong")
+            for number, text in enumerate(texts, start=1) if INCORRECT in text]
 
 
 def red_boxes(page):
