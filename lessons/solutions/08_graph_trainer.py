@@ -11,7 +11,7 @@ would decide once, while tracing.
 
 import tensorflow as tf
 
-from gaviz.course import make_accumulators
+from gaviz.course import make_accumulators, penalty_gradients
 
 
 def make_window(model, optimizer, loss, element_spec):
@@ -33,7 +33,9 @@ def make_window(model, optimizer, loss, element_spec):
         sample_count.assign_add(tf.cast(tf.shape(per_sample)[0], tf.float32))
 
     def update():
-        optimizer.apply_gradients(zip([a / sample_count for a in accumulators], variables))
+        penalty = penalty_gradients(model)  # weight penalties (model.losses): once per update
+        gradients = [a / sample_count + p for a, p in zip(accumulators, penalty)]
+        optimizer.apply_gradients(zip(gradients, variables))
         for accumulator in accumulators:  # the reset
             accumulator.assign(tf.zeros_like(accumulator))
         sample_count.assign(0.0)

@@ -9,7 +9,7 @@ window's real-token count, as one big batch of the same lines would.
 
 import tensorflow as tf
 
-from gaviz.course import make_accumulators
+from gaviz.course import make_accumulators, penalty_gradients
 
 
 def make_token_window(model, optimizer, loss, element_spec):
@@ -32,7 +32,9 @@ def make_token_window(model, optimizer, loss, element_spec):
         token_count.assign_add(tf.reduce_sum(real))  # tokens, not lines
 
     def update():
-        optimizer.apply_gradients(zip([a / token_count for a in accumulators], variables))
+        penalty = penalty_gradients(model)  # weight penalties (model.losses): once per update
+        gradients = [a / token_count + p for a, p in zip(accumulators, penalty)]
+        optimizer.apply_gradients(zip(gradients, variables))
         for accumulator in accumulators:  # the reset
             accumulator.assign(tf.zeros_like(accumulator))
         token_count.assign(0.0)
