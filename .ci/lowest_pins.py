@@ -9,6 +9,7 @@ Prints e.g. "keras==3.14.0 tensorflow-cpu==2.16.2".
 import pathlib
 import re
 import sys
+
 import tomllib
 
 PROJECT = tomllib.loads(

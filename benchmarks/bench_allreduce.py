@@ -48,11 +48,17 @@ except RuntimeError as error:
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from bench_dispatch import (  # noqa: E402
+    FEATURES,
+    LR,
+    data,
+    full_data_loss,
+    make_model,
+    max_weight_difference,
+    micro_batches,
+)
 
 import gaviz  # noqa: E402
-from bench_dispatch import (  # noqa: E402
-    FEATURES, LR, data, full_data_loss, make_model, max_weight_difference, micro_batches,
-)
 
 KS = (1, 2, 4, 8, 16)
 PER_REPLICA_MICRO = 32
@@ -168,7 +174,7 @@ def main(argv=None):
     notes = [
         f"Exactness: the largest weight difference between the two trainers at the same k "
         f"is {max(first):.1e} after one epoch and {max(last):.1e} after all {epochs} (per k: "
-        + "; ".join(f"k = {k}: {f:.0e} then {l:.0e}" for k, f, l in zip(KS, first, last))
+        + "; ".join(f"k = {k}: {before:.0e} then {after:.0e}" for k, before, after in zip(KS, first, last))
         + f"); their final losses differ by at most {max(loss_gaps):.1e} (relative). Same "
         "update, only the order of the float32 additions differs (over micro-steps then "
         "replicas, or the reverse). The rounding differences stay the size of the first "

@@ -248,7 +248,8 @@ def keras_label(steps_per_execution):
 KERAS = keras_label(1)
 FLOOR = "floor: the same forward/backward passes over the micro-batches in one graph call, no updates"
 FLOOR_XLA = "floor under XLA: the same passes over the micro-batches, one at a time, no updates"
-SHORT_LABELS = ["gaviz", "gaviz, XLA", "gaviz + metric", "gaviz + progress bar", "gaviz, tf.data", *(f"Keras built-in, spe {s}" for s in KERAS_STEPS_PER_EXECUTION),
+SHORT_LABELS = ["gaviz", "gaviz, XLA", "gaviz + metric", "gaviz + progress bar", "gaviz, tf.data",
+                *(f"Keras built-in, spe {s}" for s in KERAS_STEPS_PER_EXECUTION),
                 "tf.function per micro-batch", "eager loop", "Keras fit, batch 256",
                 "floor (compute only)", "floor, XLA"]
 CONTESTANTS = {

@@ -41,7 +41,7 @@ import subprocess
 import sys
 
 # Before TensorFlow starts: oneDNN's CPU allocator keeps the statistics read here
-# (gaviz.memory.CPU_ALLOCATOR_STATS_ENV). TensorFlow turns oneDNN on by itself
+# (gaviz.gallery.memory.CPU_ALLOCATOR_STATS_ENV). TensorFlow turns oneDNN on by itself
 # only on CPUs with AVX-512; child processes inherit the setting.
 os.environ.update({"TF_ENABLE_ONEDNN_OPTS": "1"})
 

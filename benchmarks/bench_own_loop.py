@@ -41,12 +41,21 @@ import harness  # first: quiets TensorFlow before it is imported
 import keras
 import numpy as np
 import tensorflow as tf
+from bench_dispatch import (
+    EPOCHS_PER_RUN,
+    FEATURES,
+    KERAS_STEPS_PER_EXECUTION,
+    LR,
+    MICRO,
+    K,
+    data,
+    keras_builtin_epoch,
+    make_model,
+    max_weight_difference,
+    micro_batches,
+)
 
 import gaviz
-from bench_dispatch import (
-    EPOCHS_PER_RUN, FEATURES, K, KERAS_STEPS_PER_EXECUTION, LR, MICRO, data,
-    keras_builtin_epoch, make_model, max_weight_difference, micro_batches,
-)
 
 # The exactness check's epoch: 31 micro-batches of 32 and a last one of 4,
 # four windows of k = 8; only the last window holds micro-batches of

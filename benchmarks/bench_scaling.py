@@ -29,11 +29,17 @@ import argparse
 import harness  # first: quiets TensorFlow before it is imported
 import keras
 import numpy as np
+from bench_dispatch import (
+    FEATURES,
+    LR,
+    data,
+    full_data_loss,
+    make_model,
+    max_weight_difference,
+    micro_batches,
+)
 
 import gaviz
-from bench_dispatch import (
-    FEATURES, LR, data, full_data_loss, make_model, max_weight_difference, micro_batches,
-)
 
 KS = (1, 2, 4, 8, 16, 32)
 EFFECTIVE = 256  # series A: micro-batch = EFFECTIVE // k

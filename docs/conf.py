@@ -129,9 +129,9 @@ GALLERY_TABLE = DOCS / "guide" / "gallery_table.inc"
 
 
 def write_gallery_table(app):
-    """The pitfalls page's table, from the gallery's records (gaviz.pitfalls.GALLERY):
+    """The pitfalls page's table, from the gallery's records (gaviz.gallery.pitfalls.GALLERY):
     the one place a pitfall is described."""
-    from gaviz import pitfalls
+    from gaviz.gallery import pitfalls
 
     rows = ["| name | the mistake | how it shows (tested) | lesson |", "| --- | --- | --- | --- |"]
     for p in pitfalls.GALLERY:

@@ -31,41 +31,44 @@ stderr: see gaviz/quiet.py).
 import importlib
 
 from gaviz import _tensorflow
-from gaviz._version import __version__  # from the package metadata
+from gaviz._version import __version__ as __version__  # from the package metadata
 
 _tensorflow.check_installed()
 
-#: Each public name and the module it lives in ("" when it is that module itself).
+#: Each public name and where it lives: a subpackage that re-exports it, or, for
+#: the public modules ``demo``, ``pitfalls`` and ``rules``, the module itself ("").
 _PUBLIC = {
-    "AccumulationTrainer": "gaviz.trainer",
-    "Accumulator": "gaviz.accumulator",
-    "FlushAtEpochEnd": "gaviz.accumulator",
-    "SparseGradientWarning": "gaviz.sparse_gradients",
-    "batch_dependence": "gaviz.batchnorm",
-    "compare_steps": "gaviz.compare",
-    "Diagnosis": "gaviz.diagnosis",
-    "SubjectError": "gaviz.diagnosis",
-    "diagnose": "gaviz.diagnosis",
-    "History": "gaviz.history",
-    "NonFiniteUpdate": "gaviz.history",
-    "Update": "gaviz.history",
-    "Comparison": "gaviz.measure",
-    "compare_with_exact": "gaviz.measure",
-    "MemoryReport": "gaviz.memory",
-    "measure_peak_memory": "gaviz.memory",
-    "PITFALLS": "gaviz.pitfalls",
-    "Rule": "gaviz.rules",
-    "RunPlan": "gaviz.runs",
-    "RunResult": "gaviz.runs",
+    "AccumulationTrainer": "gaviz.training",
+    "Accumulator": "gaviz.training",
+    "FlushAtEpochEnd": "gaviz.training",
+    "History": "gaviz.training",
+    "NonFiniteUpdate": "gaviz.training",
+    "Rule": "gaviz.training",
+    "SparseGradientWarning": "gaviz.training",
+    "Update": "gaviz.training",
+    "batch_dependence": "gaviz.gallery",
+    "Comparison": "gaviz.gallery",
+    "compare_with_exact": "gaviz.gallery",
+    "Diagnosis": "gaviz.gallery",
+    "diagnose": "gaviz.gallery",
+    "MemoryReport": "gaviz.gallery",
+    "measure_peak_memory": "gaviz.gallery",
+    "PITFALLS": "gaviz.gallery",
+    "SubjectError": "gaviz.gallery",
+    "compare_steps": "gaviz.widgets",
     "dashboard": "gaviz.widgets",
     "Dashboard": "gaviz.widgets",
     "LivePlot": "gaviz.widgets",
+    "RunPlan": "gaviz.widgets",
+    "RunResult": "gaviz.widgets",
     "plot_histories": "gaviz.plotting",
+    "copy_lessons": "gaviz.lesson_files",
     "demo": "",
     "pitfalls": "",
     "rules": "",
-    "copy_lessons": "gaviz.lesson_files",
 }
+#: Where the public modules live.
+_MODULES = {"demo": "gaviz.demo", "pitfalls": "gaviz.gallery.pitfalls", "rules": "gaviz.training.rules"}
 #: Public names that need no TensorFlow.
 _WITHOUT_TENSORFLOW = {"copy_lessons"}
 
@@ -75,7 +78,7 @@ def __getattr__(name):
         raise AttributeError(f"module 'gaviz' has no attribute {name!r}")
     if name not in _WITHOUT_TENSORFLOW:
         _tensorflow.import_tensorflow()  # checks the version first, with a helpful message
-    module = importlib.import_module(_PUBLIC[name] or f"gaviz.{name}")
+    module = importlib.import_module(_PUBLIC[name] or _MODULES[name])
     value = module if not _PUBLIC[name] else getattr(module, name)
     globals()[name] = value
     return value

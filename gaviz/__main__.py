@@ -57,13 +57,15 @@ def lessons_command(args) -> str:
 
 def compare_command(args) -> str:
     import gaviz.quiet  # noqa: F401  before matplotlib and Keras: TensorFlow without its log
+
+    # isort: split
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from gaviz.compare import compare_steps, format_table
     from gaviz.plotting import plot_histories
+    from gaviz.widgets.compare import compare_steps, format_table
 
     common = dict(
         steps=args.steps, effective_batch_size=args.effective_batch_size,
@@ -72,7 +74,8 @@ def compare_command(args) -> str:
         samples=args.samples, seed=args.seed,
     )
     panels = [
-        (f"same effective batch ({args.effective_batch_size}): exact, so the curves coincide", compare_steps(hold="effective", **common)),
+        (f"same effective batch ({args.effective_batch_size}): exact, so the curves coincide",
+         compare_steps(hold="effective", **common)),
         (f"same micro-batch ({args.micro_batch_size})", compare_steps(hold="micro", **common)),
     ]
     figure, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)

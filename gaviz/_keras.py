@@ -15,14 +15,21 @@ import re
 
 import keras
 
+# keras/src/backend/common/masking.py: the mask a layer attached to its output,
+# as Keras's losses and metrics read it.
+from keras.src.backend.common.masking import get_keras_mask
+
 # keras/src/trainers/data_adapters/__init__.py: Model.fit's choice of adapter
 # (arrays, tf.data, PyDataset, generators, ...), with class_weight.
 from keras.src.trainers.data_adapters import get_data_adapter
+
 # keras/src/trainers/data_adapters/array_slicing.py: validation_split, the last
 # fraction of the arrays, taken before any shuffling.
 from keras.src.trainers.data_adapters.array_slicing import train_validation_split
+
 # keras/src/trainers/data_adapters/data_adapter_utils.py: class_weight as per-row weights.
 from keras.src.trainers.data_adapters.data_adapter_utils import class_weight_to_sample_weights
+
 # keras/src/trainers/data_adapters/tf_dataset_adapter.py: class_weight mapped onto a dataset.
 from keras.src.trainers.data_adapters.tf_dataset_adapter import make_class_weight_map_fn
 
@@ -49,11 +56,20 @@ def check_version(version: str | None = None) -> None:
 
 #: The private functions imported above (tests check each is there).
 NAMES = ("get_data_adapter", "train_validation_split", "class_weight_to_sample_weights",
-         "make_class_weight_map_fn")
+         "make_class_weight_map_fn", "get_keras_mask")
 
 
 # keras/src/trainers/trainer.py: what Trainer.compile sets on a model, and
 # Trainer._symbolic_build, which builds them before the first step.
+
+def compile_arguments(model) -> dict:
+    """What ``model.compile`` was given, the objects themselves ({} for a model never
+    compiled): ``get_compile_config`` would serialize them."""
+    if not getattr(model, "compiled", False):
+        return {}
+    config = getattr(model, "_compile_config", None)
+    return dict(getattr(config, "config", None) or {})
+
 
 def compile_loss(model):
     """The model's ``CompileLoss`` (None when compiled without a loss)."""
@@ -137,7 +153,7 @@ def set_learning_rate_source(optimizer, source) -> None:
 #: Private attributes, by the Keras object that holds them: each must be on
 #: such an object (tests/test_keras_door.py builds one of each and checks).
 ATTRIBUTES = {
-    "compiled model": ("_compile_loss", "_compile_metrics", "_loss_tracker",
+    "compiled model": ("_compile_config", "_compile_loss", "_compile_metrics", "_loss_tracker",
                        "_symbolic_build", "_flatten_layers"),
     "built CompileLoss": ("_user_loss", "_flat_losses", "_y_true_build_structure",
                           "_y_pred_build_structure"),

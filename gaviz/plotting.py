@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from gaviz.checks import check_one_of
+from gaviz.training.checks import check_one_of
 
 #: Line styles cycle with the colours, so curves that coincide (exact
 #: accumulation at the same effective batch) stay visible on top of each other.
@@ -40,7 +40,7 @@ def running_mean_curve(log, x_axis: str = "samples"):
     """``(xs, ys)``: Keras's per-batch ``logs["loss"]``, one point per batch.
 
     Each ``y`` is the running mean over its epoch so far (see
-    :mod:`gaviz.keraslog`). Epochs are separated by a nan, which matplotlib
+    :mod:`gaviz.widgets.keraslog`). Epochs are separated by a nan, which matplotlib
     draws as a gap: the mean restarts at each epoch, and a line across the
     restart would draw a jump that is the reset, not the training.
     """

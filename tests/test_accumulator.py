@@ -7,21 +7,23 @@ MirroredStrategy: tests/distributed/accumulator_run.py, via test_distributed.
 
 import warnings
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import keras
-
-import gaviz
 from helpers import clone, make_mlp, weight_gap
 from reference import group_windows, micro_batches, train_big_batches
+
+import gaviz
 
 SIZES = [4, 3, 5, 2, 4, 4, 3]  # ragged; k = 3 leaves a partial window of one
 K = 3
 
 
-def data(rows=sum(SIZES), seed=0, outputs=1):
+ROWS = sum(SIZES)
+
+
+def data(rows=ROWS, seed=0, outputs=1):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(rows, 5)).astype("float32")
     y = rng.normal(size=(rows, outputs)).astype("float32")

@@ -4,9 +4,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import make_mlp
 
 import gaviz
-from helpers import make_mlp
 
 
 def trainer(**overrides):

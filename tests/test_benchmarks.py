@@ -92,7 +92,7 @@ def test_report_writes_tables_plots_and_only_the_readme_section(tmp_path):
     assert "old" not in text
     section = text.split(report.README_START)[1].split(report.README_END)[0]
     assert "Measured 2026-01-02 by `make bench`: TensorFlow 2.x, Keras 3.x" in section
-    for name, what in report.HEADLINES:
+    for _, what in report.HEADLINES:
         assert f"| {what} | 3.60x | >= 4x |" in section
     targets = len(report.HEADLINES) + 3  # scaling, allreduce and dashboard: one each
     assert f"0 of {targets} targets met; missed: " in section

@@ -1,8 +1,8 @@
 """Binder's exact pins stay inside the package's own ranges."""
 
 import pathlib
-import tomllib
 
+import tomllib
 from packaging.requirements import Requirement
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from gaviz import demo
-from gaviz.compare import batch_sizes, compare_steps, format_table
 from gaviz.plotting import curve, plot_histories
+from gaviz.widgets.compare import batch_sizes, compare_steps, format_table
 
 
 def test_demo_data_is_deterministic():

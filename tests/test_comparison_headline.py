@@ -14,13 +14,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-
-import gaviz
-from gaviz.history import NonFiniteUpdate
-from gaviz.measure import RunTrace, compare_runs
-from gaviz.pitfalls import PITFALLS
 from helpers import make_mlp
 from reference import dataset_of, micro_batches
+
+import gaviz
+from gaviz.gallery.measure import RunTrace, compare_runs
+from gaviz.gallery.pitfalls import PITFALLS
+from gaviz.training.history import NonFiniteUpdate
 
 K = 4
 NUMBER = r"(\d+(?:\.\d+)?(?:e[-+]\d+)?)"

@@ -58,7 +58,7 @@ def readable(ax, name):
 
 
 def _history(losses):
-    from gaviz.history import History, Update
+    from gaviz.training.history import History, Update
 
     return History([Update(update=i + 1, epoch=1, loss=loss, effective_batch_size=64,
                            micro_steps=4, samples_seen=64 * (i + 1), seconds=0.1 * i)
@@ -89,7 +89,7 @@ def test_the_live_curve_figure_is_readable_as_it_grows():
 def test_a_comparison_plot_is_readable_and_names_the_pitfall_as_the_lessons_do():
     import numpy as np
 
-    from gaviz.measure import RunTrace, compare_runs
+    from gaviz.gallery.measure import RunTrace, compare_runs
 
     def trace(losses, step):
         weights = np.cumsum([(0.0, 0.0)] + [step] * len(losses), axis=0)

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from gaviz.course import gpu
-from gaviz.memory import CPU_ALLOCATOR_STATS_ENV
+from gaviz.gallery.memory import CPU_ALLOCATOR_STATS_ENV
 
 
 def test_without_a_gpu_the_device_is_the_cpu_and_its_memory_unknown():

@@ -2,7 +2,6 @@
 the fault of realistic wrong window arithmetic; the solution's finish_window is
 a piece accumulation_epoch takes, exact against Model.fit."""
 
-import functools
 import importlib
 import pathlib
 import sys

@@ -43,7 +43,7 @@ def test_the_sum_counted_once_is_never_normalized():
 
 def test_the_mean_of_means_window_loss_is_a_fault():
     def window_loss(losses, weights):
-        return float(np.mean([np.sum(l * w) / np.sum(w) for l, w in zip(losses, weights)]))
+        return float(np.mean([np.sum(loss * w) / np.sum(w) for loss, w in zip(losses, weights)]))
 
     outcome = lesson05.window_loss.evaluate(window_loss)
     assert outcome.status == "fail" and "mean of the micro-batches' means" in outcome.message
@@ -51,7 +51,7 @@ def test_the_mean_of_means_window_loss_is_a_fault():
 
 def test_counting_padding_is_a_fault():
     def window_loss(losses, weights):
-        return float(sum(np.sum(l * w) for l, w in zip(losses, weights)) /
+        return float(sum(np.sum(loss * w) for loss, w in zip(losses, weights)) /
                      sum(np.size(w) for w in weights))
 
     outcome = lesson05.window_loss.evaluate(window_loss)

@@ -54,7 +54,7 @@ def test_the_classic_distributed_loop_is_the_mean_of_means_and_the_accumulator_t
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert done.returncode == 0, done.stderr[-3000:]
-    line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))
+    line = next(text for text in done.stdout.splitlines() if text.startswith("RESULT "))
     result = json.loads(line[len("RESULT "):])
     assert result["replicas"] == 2
     assert result["classic_updates"] == result["accumulator_updates"] == 16

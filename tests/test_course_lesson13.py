@@ -31,7 +31,6 @@ def window_maker(masked=True, divisor="tokens"):
         variables = model.trainable_variables
         accumulators = make_accumulators(variables)
         count = tf.Variable(0.0, trainable=False)
-        means = tf.Variable(0.0, trainable=False)  # micro-batches, for "micro-batch means"
         optimizer.build(variables)
 
         def micro_step(x, y):

@@ -1,7 +1,7 @@
 """LivePlot's renderer, from records made by hand: no training, no display.
 
 Both of LivePlot's modes (``on_update`` and the Keras callback) only record;
-one :class:`gaviz.liveplot.CurveRenderer` draws whichever records there are.
+one :class:`gaviz.widgets.liveplot.CurveRenderer` draws whichever records there are.
 """
 
 import math
@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import numpy as np
 
 import gaviz
-from gaviz.history import History, Update
-from gaviz.keraslog import KerasLog
-from gaviz.liveplot import CurveRenderer, keras_lines
 from gaviz.plotting import CurveFigure
+from gaviz.training.history import History, Update
+from gaviz.widgets.keraslog import KerasLog
+from gaviz.widgets.liveplot import CurveRenderer, keras_lines
 
 
 def history_of(*losses):

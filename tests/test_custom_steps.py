@@ -8,10 +8,10 @@ import inspect
 import keras
 import numpy as np
 import pytest
+from helpers import assert_same_history, make_mlp, weight_gap
 from keras import ops
 
 import gaviz
-from helpers import assert_same_history, make_mlp, weight_gap
 
 B, K, ROWS = 8, 4, 100  # Keras's batch: 32; a partial last window
 

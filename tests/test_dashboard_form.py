@@ -4,8 +4,10 @@ and no training; and the checks the Dashboard makes before building it."""
 import pytest
 
 import gaviz
-from gaviz import checks, demo, runs
-from gaviz.dashboard_form import DashboardForm
+from gaviz import demo
+from gaviz.training import checks
+from gaviz.widgets import runs
+from gaviz.widgets.dashboard_form import DashboardForm
 
 
 def heard(form, event):

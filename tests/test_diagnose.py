@@ -10,7 +10,6 @@ import re
 import textwrap
 import time
 
-import keras
 import matplotlib
 
 matplotlib.use("Agg")
@@ -19,9 +18,9 @@ import pytest
 import tensorflow as tf
 
 import gaviz
-from gaviz import diagnosis as diagnosis_module
-from gaviz import probes, signatures
-from gaviz.diagnosis import Diagnosis, SubjectError, diagnose
+from gaviz.gallery import diagnosis as diagnosis_module
+from gaviz.gallery import probes, signatures
+from gaviz.gallery.diagnosis import Diagnosis, SubjectError, diagnose
 
 K = 4
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"

@@ -15,10 +15,9 @@ import sys
 import keras
 import numpy as np
 import pytest
+from reference import group_windows, micro_batches, train_big_batches
 
 import gaviz
-
-from reference import group_windows, micro_batches, train_big_batches
 
 HERE = pathlib.Path(__file__).resolve().parent
 TIMEOUT = 300  # seconds; every subprocess is killed past it
@@ -46,7 +45,7 @@ def finish(process):
 @pytest.fixture(scope="module")
 def mirrored():
     out = finish(run_python(HERE / "distributed" / "mirrored_run.py"))
-    line = next(l for l in out.splitlines() if l.startswith("RESULT "))
+    line = next(text for text in out.splitlines() if text.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
 
 
@@ -141,7 +140,7 @@ def test_multi_worker_matches_single_device_big_batches(tmp_path):
 @pytest.fixture(scope="module")
 def accumulator_cases():
     out = finish(run_python(HERE / "distributed" / "accumulator_run.py"))
-    line = next(l for l in out.splitlines() if l.startswith("RESULT "))
+    line = next(text for text in out.splitlines() if text.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
 
 

@@ -7,10 +7,10 @@ import inspect
 import keras
 import numpy as np
 import pytest
-
-import gaviz
 from helpers import make_mlp
 from reference import dataset_of, group_windows, max_weight_difference, micro_batches, train_big_batches
+
+import gaviz
 
 K, EPOCHS = 4, 2
 OPTIMIZERS = {

@@ -4,8 +4,6 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import gaviz
 from helpers import make_mlp
 from reference import (
     dataset_of,
@@ -14,6 +12,8 @@ from reference import (
     micro_batches,
     train_big_batches,
 )
+
+import gaviz
 
 OPTIMIZERS = {
     "sgd": lambda: keras.optimizers.SGD(0.1),

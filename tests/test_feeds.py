@@ -1,12 +1,13 @@
-"""fit's data as epochs of graph calls (gaviz.feeds), with stand-in window
+"""fit's data as epochs of graph calls (gaviz.training.feeds), with stand-in window
 functions: no model is trained here."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from gaviz import _tensorflow, feeds
 from helpers import make_mlp
+
+from gaviz import _tensorflow
+from gaviz.training import feeds
 
 STRATEGY = tf.distribute.get_strategy()
 

@@ -16,9 +16,9 @@ import nbformat
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import start_new_kernel
+from lesson_runner import lesson_paths, newcomer_env
 
 from gaviz import _tensorflow
-from lesson_runner import lesson_paths, newcomer_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -1,17 +1,16 @@
-"""fit's epoch loop (gaviz.fitting) over scripted graph calls: what it records,
+"""fit's epoch loop (gaviz.training.fitting) over scripted graph calls: what it records,
 which callbacks it calls, when it raises. No window is really run here: a
 stand-in feed hands back packed WindowResults as the graph would."""
 
 import keras
-import numpy as np
 import pytest
 import tensorflow as tf
-
-from gaviz import fitting
-from gaviz.call_size import CallSize
-from gaviz.history import NonFiniteUpdate
-from gaviz.window import WindowResult
 from helpers import make_mlp
+
+from gaviz.training import fitting
+from gaviz.training.call_size import CallSize
+from gaviz.training.history import NonFiniteUpdate
+from gaviz.training.window import WindowResult
 
 
 def result(applied=True, due=True, finite=True, exhausted=False, loss=0.5, rows=8.0, k=2,

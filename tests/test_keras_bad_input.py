@@ -8,9 +8,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import make_mlp, weight_gap
 
 import gaviz
-from helpers import make_mlp, weight_gap
 
 B, K = 8, 4
 

@@ -9,9 +9,9 @@ import re
 import keras
 import numpy as np
 import pytest
+from helpers import assert_same_history, clone, make_mlp, weight_gap
 
 import gaviz
-from helpers import assert_same_history, clone, make_mlp, weight_gap
 
 B, K = 8, 4  # Keras's batch: 32; 100 rows make 4 updates per epoch (32, 32, 32, 4)
 ROWS, UPDATES_PER_EPOCH = 100, 4
@@ -221,7 +221,8 @@ def test_verbose_0_prints_nothing(capsys):
 
 
 def test_callback_error_leaves_trainer_consistent_and_ends_training():
-    """A callback raising mid-fit: weights and optimizer.iterations of the last update, on_train_end still called."""
+    """A callback raising mid-fit: weights and optimizer.iterations of the last update,
+    on_train_end still called."""
 
     class Explode(keras.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
@@ -300,7 +301,8 @@ def test_tensorboard_writes_the_epoch_logs(tmp_path):
                 for value in event.summary.value:
                     if not value.tag.startswith("epoch_"):
                         continue  # the model's config, written once
-                    number = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
+                    number = (float(tf.make_ndarray(value.tensor)) if value.HasField("tensor")
+                              else value.simple_value)
                     written.setdefault((run, value.tag), []).append(number)
     np.testing.assert_allclose(written[("train", "epoch_loss")], history.history["loss"], rtol=1e-6)
     np.testing.assert_allclose(written[("train", "epoch_mae")], history.history["mae"], rtol=1e-6)

@@ -1,6 +1,8 @@
-"""Every private Keras name gaviz reaches is reached through gaviz/_keras.py, and
-is there in the installed Keras (a Keras without one fails here, by name)."""
+"""Every private Keras name gaviz reaches is reached through gaviz/_keras.py (and
+TensorFlow's through gaviz/_tensorflow.py), and is there in the installed Keras (a
+Keras without one fails here, by name)."""
 
+import ast
 import inspect
 import pathlib
 import re
@@ -46,8 +48,81 @@ def test_backup_and_restore_still_resumes_through_initial_epoch():
     assert "_initial_epoch" in inspect.getsource(keras.callbacks.BackupAndRestore)
 
 
+DOORS = {"_keras.py", "_tensorflow.py"}
+#: NamedTuple's documented API, underscored so as not to clash with field names.
+NAMEDTUPLE = {"_replace", "_fields", "_asdict", "_make"}
+
+
 def gaviz_modules():
-    return [path for path in GAVIZ.rglob("*.py") if path.name != "_keras.py"]
+    return [path for path in GAVIZ.rglob("*.py") if path.name not in DOORS]
+
+
+def gaviz_private_names(paths, members_only=False):
+    """The underscored names gaviz defines: attributes it stores, its functions,
+    classes and methods, its variables; with ``members_only``, only what an
+    object of gaviz's carries (stored attributes, methods, class members)."""
+    names = set()
+    for path in paths:
+        tree = ast.parse(path.read_text())
+        top = {id(node) for node in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if not (members_only and id(node) in top):
+                    names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and not members_only:
+                names.add(node.id)
+            elif _named_attribute(node, "setattr"):
+                names.add(node.args[1].value)
+    return {name for name in names if name.startswith("_")}
+
+
+def _named_attribute(node, *functions):
+    """Whether ``node`` is ``getattr``/``hasattr``/``setattr(obj, "<literal>", ...)``."""
+    return (isinstance(node, ast.Call) and getattr(node.func, "id", None) in functions
+            and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str))
+
+
+def foreign_private_reads(path, own, members):
+    """(line, name) of each underscored name ``path`` reads that gaviz does not define:
+    ``obj._name``, and ``getattr(obj, "_name")`` (or hasattr, setattr) unless an object
+    of gaviz's carries ``_name``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute):
+            name, known = node.attr, own
+        elif _named_attribute(node, "getattr", "hasattr", "setattr"):
+            name, known = node.args[1].value, members
+        else:
+            continue
+        if name.startswith("_") and not name.startswith("__") and name not in known | NAMEDTUPLE:
+            found.append((node.lineno, name))
+    return found
+
+
+def foreign_reads(root):
+    paths = sorted(root.rglob("*.py"))
+    own, members = gaviz_private_names(paths), gaviz_private_names(paths, members_only=True)
+    found = {str(path.relative_to(root)): foreign_private_reads(path, own, members)
+             for path in paths if path.name not in DOORS}
+    return {path: names for path, names in found.items() if names}
+
+
+def test_no_other_module_reads_a_private_name_of_keras_or_tensorflow():
+    found = foreign_reads(GAVIZ)
+    assert not found, f"private names read outside gaviz/_keras.py and gaviz/_tensorflow.py: {found}"
+
+
+def test_the_door_check_sees_getattr_and_attributes(tmp_path):
+    (tmp_path / "ours.py").write_text("class Ours:\n    def __init__(self):\n        self._state = 1\n")
+    (tmp_path / "reader.py").write_text(
+        "def _compile_config(model):\n"
+        "    return getattr(model, '_compile_config', None), model.extended._num_workers\n"
+        "def fine(ours, point):\n"
+        "    return ours._state, getattr(ours, '_state'), point._replace(x=1), _compile_config\n")
+    assert foreign_reads(tmp_path) == {"reader.py": [(2, "_compile_config"), (2, "_num_workers")]}
 
 
 def test_no_other_module_imports_from_keras_src():

@@ -10,9 +10,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import assert_same_history, weight_gap
 
 import gaviz
-from helpers import assert_same_history, weight_gap
 
 B, K = 4, 2  # micro-batch size and accumulation steps: Keras's batch is K * B = 8
 

@@ -8,9 +8,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import assert_same_history, clone, weight_gap
 
 import gaviz
-from helpers import assert_same_history, clone, weight_gap
 
 B, K, EPOCHS = 8, 4, 3  # Keras's batch: 32
 ROWS = 100  # a partial last window each epoch

@@ -10,8 +10,6 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import gaviz
 from helpers import (
     assert_same_history,
     clone,
@@ -22,6 +20,8 @@ from helpers import (
     weight_gap,
 )
 from reference import group_windows, micro_batches, train_big_batches
+
+import gaviz
 
 B, K = 8, 4  # micro-batch size and accumulation steps: Keras's batch is K * B = 32
 EPOCHS = 3

@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 import pytest
+from lesson_runner import lesson_paths
 
 import gaviz
 from gaviz import __main__ as command_line
 from gaviz.lesson_files import copy_lessons, lesson_files, lessons_folder
-from lesson_runner import lesson_paths
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,8 @@ def test_refuses_to_overwrite_a_lesson_unless_forced(tmp_path):
         copy_lessons(tmp_path)
     assert (tmp_path / "00_welcome.ipynb").read_text() == "my notes"
     copy_lessons(tmp_path, force=True)
-    assert (tmp_path / "00_welcome.ipynb").read_bytes() == (ROOT / "lessons" / "00_welcome.ipynb").read_bytes()
+    welcome = "00_welcome.ipynb"
+    assert (tmp_path / welcome).read_bytes() == (ROOT / "lessons" / welcome).read_bytes()
     assert (tmp_path / "mine.txt").read_text() == "not the course's"
 
 

@@ -11,10 +11,11 @@ import tensorflow as tf
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
 
-import gaviz
-from gaviz.measure import flat_weights as flat
 from helpers import make_mlp
 from reference import dataset_of, group_windows, micro_batches, train_big_batches
+
+import gaviz
+from gaviz.gallery.measure import flat_weights as flat
 
 reset_solution = importlib.import_module("solutions.04_reset")
 growth_solution = importlib.import_module("solutions.04_update_norms_grow")
@@ -99,9 +100,10 @@ def test_window_loss_is_the_big_batch_mean_for_ragged_micro_batches():
     expected = float(np.mean(np.concatenate(losses)))
     got = normalization_solution.window_loss(losses, None)
     assert got == pytest.approx(expected, rel=1e-12)
-    assert normalization_solution.window_loss(losses, [np.ones(len(l)) for l in losses]) == pytest.approx(expected)
+    ones = [np.ones(len(loss)) for loss in losses]
+    assert normalization_solution.window_loss(losses, ones) == pytest.approx(expected)
     # The exercise's point: the mean of means is a different number here.
-    mean_of_means = float(np.mean([np.mean(l) for l in losses]))
+    mean_of_means = float(np.mean([np.mean(loss) for loss in losses]))
     assert abs(mean_of_means - expected) > 0.01 * expected
     assert normalization_solution.mean_of_means(losses) == pytest.approx(mean_of_means)
 
@@ -142,7 +144,8 @@ def test_window_loss_matches_the_exact_trainers_reported_loss(regression_data):
 # --------------------------------------------------------------- 06: tail
 
 
-@pytest.mark.parametrize("num_samples,micro_batch_size,accumulation_steps", [(50, 8, 3), (64, 8, 4), (70, 8, 3)])
+@pytest.mark.parametrize("num_samples,micro_batch_size,accumulation_steps",
+                         [(50, 8, 3), (64, 8, 4), (70, 8, 3)])
 def test_window_sizes_match_the_trainers_histories(regression_data, num_samples, micro_batch_size,
                                                    accumulation_steps):
     x, y = regression_data
@@ -169,7 +172,8 @@ def test_window_sizes_match_the_reference_grouping_on_a_grid():
                         got = tail_solution.window_sizes(
                             num_samples, micro_batch_size, accumulation_steps, tail, epochs=epochs
                         )
-                        assert got == expected, (num_samples, micro_batch_size, accumulation_steps, tail, epochs)
+                        assert got == expected, (num_samples, micro_batch_size, accumulation_steps,
+                                                 tail, epochs)
 
 
 def test_window_sizes_hand_worked_cases():

@@ -11,7 +11,6 @@ import time
 
 import pytest
 
-
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
 
 timing = importlib.import_module("solutions.09_timing")

@@ -10,18 +10,27 @@ Chromium, or only this file selected). See tests/conftest.py.
 import json
 import os
 import pathlib
-import types
-import unittest.mock
 import re
 import subprocess
 import sys
+import types
+import unittest.mock
 
 import nbformat
 import numpy as np
 import pytest
-
-from lesson_runner import (LESSONS, MEMORY_LIMIT_MIB, PEAK_PROBE, LessonRun, faults, lesson_paths,
-                           misleading_outputs, peak_mib, process_peak_mib, run_lesson)
+from lesson_runner import (
+    LESSONS,
+    MEMORY_LIMIT_MIB,
+    PEAK_PROBE,
+    LessonRun,
+    faults,
+    lesson_paths,
+    misleading_outputs,
+    peak_mib,
+    process_peak_mib,
+    run_lesson,
+)
 
 EXPECTED = [f"{n:02d}" for n in range(14)]
 # The whole course (Kaggle Learn runs about 500 words a lesson); 11,000 since the capstone on

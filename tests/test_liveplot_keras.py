@@ -11,8 +11,8 @@ import tensorflow as tf
 from helpers import make_mlp
 
 import gaviz
-from gaviz.keraslog import KerasLog
 from gaviz.plotting import epoch_points, running_mean_curve
+from gaviz.widgets.keraslog import KerasLog
 
 BATCH = 16  # 100 samples: 7 batches per epoch, the last one of 4
 

@@ -1,13 +1,13 @@
-"""One micro-batch's forward and backward pass (gaviz.micro_step), as sums:
+"""One micro-batch's forward and backward pass (gaviz.training.micro_step), as sums:
 compared with the same quantities computed by hand on a plain tape."""
 
 import keras
 import numpy as np
 import tensorflow as tf
-
-from gaviz.micro_step import MicroStep, unpack
-from gaviz.objective import Objective
 from helpers import make_mlp
+
+from gaviz.training.micro_step import MicroStep, unpack
+from gaviz.training.objective import Objective
 
 
 def prepared(model, x, y, loss="mse", metrics=None):

@@ -1,11 +1,11 @@
-"""The compiled loss as sums (gaviz.objective): what a window is divided by is
+"""The compiled loss as sums (gaviz.training.objective): what a window is divided by is
 known from the losses' reductions as soon as the trainer is made."""
 
 import keras
 import pytest
+from helpers import make_mlp
 
 import gaviz
-from helpers import make_mlp
 
 
 @pytest.mark.parametrize("loss, normalize", [

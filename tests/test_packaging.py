@@ -6,14 +6,14 @@ import pathlib
 import re
 import subprocess
 import sys
-import tomllib
 from importlib import metadata
 
+import tomllib
+from one_tensorflow import canonical, tensorflow_distributions
 from packaging.requirements import Requirement
 
 import gaviz
 from gaviz import _tensorflow
-from one_tensorflow import canonical, tensorflow_distributions
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

@@ -9,12 +9,12 @@ matplotlib.use("Agg")
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import gaviz
-from gaviz.measure import flat_weights as flat
-from gaviz.pitfalls import PITFALLS
 from helpers import make_mlp
 from reference import dataset_of, micro_batches
+
+import gaviz
+from gaviz.gallery.measure import flat_weights as flat
+from gaviz.gallery.pitfalls import PITFALLS
 
 K = 4
 LR = 1e-3
@@ -54,20 +54,20 @@ def test_gallery_names_and_labels():
         "regularizer_every_micro_step", "under_scaled_tail", "carried_tail",
         "schedule_per_micro_step",
     }
-    source = inspect.getsource(gaviz.pitfalls)
+    source = inspect.getsource(gaviz.gallery.pitfalls)
     records = source[source.index("GALLERY = ("):].split("    Pitfall(\n")[1:]
     assert len(records) == len(PITFALLS)
     for record in records:  # each record labels its one change
         assert "# PITFALL:" in record, record[:60]
     for name, cls in PITFALLS.items():
         assert issubclass(cls, gaviz.AccumulationTrainer)
-        assert cls.pitfall is gaviz.pitfalls.RECORDS[name]
-        assert getattr(gaviz.pitfalls, cls.__name__) is cls
+        assert cls.pitfall is gaviz.gallery.pitfalls.RECORDS[name]
+        assert getattr(gaviz.gallery.pitfalls, cls.__name__) is cls
         doc = cls.__doc__
         for part in ("Symptom:", "Cause:", "Fix:", "Detect:"):
             assert part in doc, (cls.__name__, part)
-    for function in (gaviz.pitfalls.mean_contribution, gaviz.pitfalls.keep_gradients,
-                     gaviz.pitfalls.zero_weights, gaviz.pitfalls.full_window_divisor):
+    for function in (gaviz.gallery.pitfalls.mean_contribution, gaviz.gallery.pitfalls.keep_gradients,
+                     gaviz.gallery.pitfalls.zero_weights, gaviz.gallery.pitfalls.full_window_divisor):
         assert "# PITFALL:" in inspect.getsource(function)
 
 
@@ -140,7 +140,8 @@ def mean_gradients(model, micro):
     for x, y in micro:
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(keras.losses.mean_squared_error(y, model(x)))
-        out.append(np.concatenate([g.numpy().ravel() for g in tape.gradient(loss, model.trainable_variables)]))
+        gradients = tape.gradient(loss, model.trainable_variables)
+        out.append(np.concatenate([g.numpy().ravel() for g in gradients]))
     return out
 
 

@@ -8,11 +8,11 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import gaviz
-from gaviz.memory import CPU_ALLOCATOR_STATS_ENV
 from helpers import make_mlp
 from reference import dataset_of, group_windows, micro_batches, train_big_batches
+
+import gaviz
+from gaviz.gallery.memory import CPU_ALLOCATOR_STATS_ENV
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import pathlib
 import sys
 
 import pytest
-
 import readme_examples
 from readme_examples import Example, differences, examples
 

@@ -4,9 +4,9 @@ Model.fit would (the transfer-learning recipe), or refuses by name."""
 import keras
 import numpy as np
 import pytest
+from helpers import weight_gap
 
 import gaviz
-from helpers import weight_gap
 
 K, B = 4, 8
 rng = np.random.default_rng(0)

@@ -1,7 +1,7 @@
 """diagnose's judges, each on observations made by hand: no training.
 
 A subject's observation is the exact one with each weight's move scaled by the
-contribution a defect predicts (``gaviz.signatures.SIGNATURES``), so each test
+contribution a defect predicts (``gaviz.gallery.signatures.SIGNATURES``), so each test
 states the numbers it feeds and the name and number the judge must read.
 """
 
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import gaviz
-from gaviz import probes, signatures
-from gaviz.probes import Observation
-from gaviz.signatures import SIGNATURES, Context, Outcome, Stop
+from gaviz.gallery import probes, signatures
+from gaviz.gallery.probes import Observation
+from gaviz.gallery.signatures import SIGNATURES, Context, Outcome, Stop
 
 K = 4
 W = probes.WINDOWS
@@ -63,7 +63,7 @@ def only_finding(outcome):
 
 
 def test_the_table_has_a_row_for_every_pitfall_and_a_judge_for_its_probe():
-    assert set(SIGNATURES) == {p.name for p in gaviz.pitfalls.GALLERY if p.probe}
+    assert set(SIGNATURES) == {p.name for p in gaviz.gallery.pitfalls.GALLERY if p.probe}
     assert all(name == row.name for name, row in SIGNATURES.items())
     assert {row.probe for row in SIGNATURES.values()} == set(signatures.READINGS)
     assert [probe.name for probe in probes.make_probes(K)] == list(signatures.READINGS)

@@ -16,9 +16,9 @@ import json
 import re
 
 import pytest
+from lesson_runner import LESSONS, faults, lesson_paths, run_lesson
 
 from gaviz.course.exercise import Exercise
-from lesson_runner import LESSONS, faults, lesson_paths, run_lesson
 
 STUB = "# your code here"
 CHECK = re.compile(r"\b(lesson\d\d)\.(\w+)\.check\(")

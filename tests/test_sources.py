@@ -1,11 +1,11 @@
-"""Where a window's micro-batches come from (gaviz.sources), without a model:
+"""Where a window's micro-batches come from (gaviz.training.sources), without a model:
 each source hands a counting micro-step its elements, in order."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from gaviz import sources
+from gaviz.training import sources
 
 
 def counting_step(element, sums):
@@ -31,9 +31,11 @@ def test_an_iterator_fills_the_window_then_reports_the_end():
     x, y = rows(10)
     iterator = iter(tf.data.Dataset.from_tensor_slices((x, y)).batch(4))
     source = sources.IteratorSource(iterator)
-    (total, count), steps, consumed, exhausted = accumulate(source, ZERO, tf.constant(0, tf.int64), tf.constant(2, tf.int64))
+    (total, count), steps, consumed, exhausted = accumulate(source, ZERO, tf.constant(0, tf.int64),
+                                                            tf.constant(2, tf.int64))
     assert (float(total), int(count), int(steps), int(consumed), bool(exhausted)) == (28.0, 8, 2, 2, False)
-    (total, count), steps, consumed, exhausted = accumulate(source, ZERO, tf.constant(0, tf.int64), tf.constant(2, tf.int64))
+    (total, count), steps, consumed, exhausted = accumulate(source, ZERO, tf.constant(0, tf.int64),
+                                                            tf.constant(2, tf.int64))
     # The short last micro-batch (rows 8, 9), then the end of the data.
     assert (float(total), int(count), int(steps), int(consumed), bool(exhausted)) == (17.0, 2, 1, 1, True)
 

@@ -1,10 +1,10 @@
-"""The trainer's state between graph calls (gaviz.state): counters, and a
+"""The trainer's state between graph calls (gaviz.training.state): counters, and a
 carried window kept and read back."""
 
 import tensorflow as tf
 
-from gaviz import window
-from gaviz.state import TrainerState
+from gaviz.training import window
+from gaviz.training.state import TrainerState
 
 
 def variables():

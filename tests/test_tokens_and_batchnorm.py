@@ -6,11 +6,11 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from reference import max_weight_difference
 
 import gaviz
 from gaviz import demo
-from gaviz.batchnorm import batch_dependence
-from reference import max_weight_difference
+from gaviz.gallery.batchnorm import batch_dependence
 
 K, MICRO = 3, 4
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -100,7 +100,7 @@ def test_unknown_normalization():
 def test_a_trainer_for_a_model_with_batch_normalization_says_so_once_by_name():
     import warnings
 
-    model = gaviz.batchnorm.make_normalized_model("batch")
+    model = gaviz.gallery.batchnorm.make_normalized_model("batch")
     bn = next(layer.name for layer in model.layers if "batch_normalization" in layer.name)
     with pytest.warns(UserWarning, match=rf"BatchNormalization layers \({bn}\).*batch_dependence") as caught:
         trainer = gaviz.AccumulationTrainer(model, keras.optimizers.SGD(0.1), "mse", 4)
@@ -110,12 +110,12 @@ def test_a_trainer_for_a_model_with_batch_normalization_says_so_once_by_name():
     assert caught[0].filename == __file__  # it points at the line that made the trainer
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # none for k = 1, a frozen layer, or no such layer
-        gaviz.AccumulationTrainer(gaviz.batchnorm.make_normalized_model("batch"),
+        gaviz.AccumulationTrainer(gaviz.gallery.batchnorm.make_normalized_model("batch"),
                                   keras.optimizers.SGD(0.1), "mse", 1)
-        frozen = gaviz.batchnorm.make_normalized_model("batch")
+        frozen = gaviz.gallery.batchnorm.make_normalized_model("batch")
         frozen.layers[1].trainable = False
         gaviz.AccumulationTrainer(frozen, keras.optimizers.SGD(0.1), "mse", 4)
-        gaviz.AccumulationTrainer(gaviz.batchnorm.make_normalized_model("layer"),
+        gaviz.AccumulationTrainer(gaviz.gallery.batchnorm.make_normalized_model("layer"),
                                   keras.optimizers.SGD(0.1), "mse", 4)
         gaviz.batch_dependence("batch", accumulation_steps=2, micro_batch_size=4)
 

@@ -6,12 +6,11 @@ import sys
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
-
-import gaviz
-from gaviz.pitfalls import PITFALLS
 from helpers import make_mlp
 from reference import dataset_of, group_windows, max_weight_difference, micro_batches, train_big_batches
+
+import gaviz
+from gaviz.gallery.pitfalls import PITFALLS
 
 MSE = keras.losses.mean_squared_error
 TOLERANCE = 2e-5
@@ -56,7 +55,8 @@ def test_windows_per_call_changes_no_number(micro, windows_per_call):
                                         tail="carry", windows_per_call=windows_per_call)
     history = trainer.fit(dataset_of(micro), epochs=3)
     assert len(history) == int(trainer.optimizer.iterations.numpy()) == 9
-    assert max_weight_difference(model, reference_weights(micro, group_windows(micro, 4, "carry", 3))) < TOLERANCE
+    reference = reference_weights(micro, group_windows(micro, 4, "carry", 3))
+    assert max_weight_difference(model, reference) < TOLERANCE
 
 
 def test_auto_grows_the_calls_when_nobody_listens(regression_data):
@@ -67,7 +67,8 @@ def test_auto_grows_the_calls_when_nobody_listens(regression_data):
     # A listener gets each update before the next one is applied.
     assert trainer.call_size.auto
     seen = []
-    trainer.fit(x, y, batch_size=4, on_update=lambda u: seen.append(int(trainer.optimizer.iterations.numpy())))
+    trainer.fit(x, y, batch_size=4,
+                on_update=lambda u: seen.append(int(trainer.optimizer.iterations.numpy())))
     assert seen == list(range(seen[0], seen[0] + len(seen)))
 
 
@@ -107,7 +108,8 @@ def test_arrays_are_exact_with_a_ragged_last_micro_batch_and_weights(regression_
     trainer = gaviz.AccumulationTrainer(model, keras.optimizers.Adam(0.01), "mse", 3)
     history = trainer.fit(x, y, batch_size=8, epochs=2, shuffle=False, sample_weight=w)
     micro = [(x[i:i + 8], y[i:i + 8], w[i:i + 8]) for i in range(0, 100, 8)]
-    assert max_weight_difference(model, reference_weights(micro, group_windows(micro, 3, "flush", 2))) < TOLERANCE
+    reference = reference_weights(micro, group_windows(micro, 3, "flush", 2))
+    assert max_weight_difference(model, reference) < TOLERANCE
     assert history.micro_steps == [3, 3, 3, 3, 1] * 2
     assert int(trainer.micro_step.numpy()) == 26
 

@@ -21,7 +21,6 @@ import sysconfig
 import zipfile
 
 import pytest
-
 import readme_examples
 from lesson_runner import newcomer_env
 

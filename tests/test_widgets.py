@@ -148,7 +148,7 @@ def test_a_saved_notebook_shows_the_finished_dashboard_once_as_html():
     ([12.5, None], ["12.5", "–"]),
     ([0.0, 1e-12], ["0.00000000", "0.00000000"])])
 def test_a_column_of_numbers_shares_one_format(values, expected):
-    from gaviz.widgets import column_text
+    from gaviz.widgets.dashboard_widget import column_text
 
     assert column_text(values) == expected
 

@@ -1,12 +1,14 @@
 """The window's arithmetic and the rules, as exact values (optax's and Keras's style)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from gaviz import rules, window
-from gaviz.pitfalls import full_window_divisor, mean_contribution, no_divisor, once_per_micro_step
-from gaviz.window import WindowResult, WindowSums
+from gaviz.gallery.pitfalls import full_window_divisor, mean_contribution, no_divisor, once_per_micro_step
+from gaviz.training import rules, window
+from gaviz.training.window import WindowResult, WindowSums
 
 
 def sums(grads, loss_sum, count, normalizer=None):
@@ -126,11 +128,12 @@ def test_pitfall_rules_give_their_own_numbers():
     assert (mean.gradients[0].numpy(), mean.loss_sum.numpy(), mean.normalizer.numpy()) == (2.0, 3.0, 1.0)
     assert no_divisor(tf.constant(12.0), 4, 4).numpy() == 1.0
     # A partial window of 1 micro-batch of 8 samples, k=4: divided as if it held 32.
-    assert full_window_divisor(tf.constant(8.0), tf.constant(1, tf.int64), tf.constant(4, tf.int64)).numpy() == 32.0
+    divisor = full_window_divisor(tf.constant(8.0), tf.constant(1, tf.int64), tf.constant(4, tf.int64))
+    assert divisor.numpy() == 32.0
     assert once_per_micro_step(tf.constant(3, tf.int64)).numpy() == 3.0
 
 
 def test_a_rule_is_frozen_data():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         rules.EXACT.divisor = no_divisor
     assert rules.Rule(divisor=no_divisor) != rules.EXACT

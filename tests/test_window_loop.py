@@ -1,20 +1,19 @@
-"""The window loop built from its parts (gaviz.window_loop), with no trainer:
+"""The window loop built from its parts (gaviz.training.window_loop), with no trainer:
 a micro-step, a window update, a state, a strategy, hooks and a rule."""
 
 import keras
-import numpy as np
 import pytest
 import tensorflow as tf
-
-from gaviz import rules, window
-from gaviz.micro_step import MicroStep
-from gaviz.objective import Objective
-from gaviz.state import TrainerState
-from gaviz.window import WindowResult
-from gaviz.window_loop import Hooks, WindowLoop, start_afresh
-from gaviz.window_update import WindowUpdate
 from helpers import clone, make_mlp
-from reference import group_windows, max_weight_difference, micro_batches, train_big_batches, dataset_of
+from reference import dataset_of, group_windows, max_weight_difference, micro_batches, train_big_batches
+
+from gaviz.training import rules
+from gaviz.training.micro_step import MicroStep
+from gaviz.training.objective import Objective
+from gaviz.training.state import TrainerState
+from gaviz.training.window import WindowResult
+from gaviz.training.window_loop import Hooks, WindowLoop, start_afresh
+from gaviz.training.window_update import WindowUpdate
 
 K, LR = 3, 0.1
 SIZES = [4, 6, 3, 5, 2, 7, 4]  # ragged, 7 micro-batches: two full windows and a tail of 1

@@ -1,15 +1,15 @@
-"""A window's finish and update phases, as exact values (gaviz.window_update)."""
+"""A window's finish and update phases, as exact values (gaviz.training.window_update)."""
 
 from types import SimpleNamespace
 
 import keras
 import numpy as np
-import pytest
 import tensorflow as tf
 
-from gaviz import pitfalls, rules
-from gaviz.window import WindowSums
-from gaviz.window_update import WindowUpdate
+from gaviz.gallery import pitfalls
+from gaviz.training import rules
+from gaviz.training.window import WindowSums
+from gaviz.training.window_update import WindowUpdate
 
 # A kernel of 1 under L2(0.5): penalty 0.5 * 1**2 = 0.5, its gradient 2 * 0.5 * 1 = 1.
 PENALTY, PENALTY_GRAD = 0.5, 1.0

@@ -10,10 +10,10 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import gaviz
 from helpers import assert_same_history, clone, make_mlp, make_tagger, padded_tokens, weight_gap
 from reference import group_windows, micro_batches, train_big_batches
+
+import gaviz
 
 B, K = 8, 3  # 100 rows: 12 micro-batches of 8 and a short one of 4
 TOLERANCE = 1e-5

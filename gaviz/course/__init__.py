@@ -19,13 +19,21 @@
 """
 
 from gaviz.course.exercise import Exercise, Incorrect, NotAttempted, Outcome
-from gaviz.course.loop import (Window, accumulation_epoch, apply_partial_window, divide_by_count,
-                               make_accumulators, max_difference, penalty_gradients, summed_loss,
-                               update_sizes,
-                               zero_accumulators)
 from gaviz.course.figures import readable_log_axis
+from gaviz.course.loop import (
+                               Window,
+                               accumulation_epoch,
+                               apply_partial_window,
+                               divide_by_count,
+                               make_accumulators,
+                               max_difference,
+                               penalty_gradients,
+                               summed_loss,
+                               update_sizes,
+                               zero_accumulators,
+)
 from gaviz.course.text import print_wrapped, wrapped
-from gaviz.measure import flat_weights
+from gaviz.gallery.measure import flat_weights
 
 __all__ = [
     "Exercise",

@@ -13,7 +13,7 @@ from typing import Callable, NamedTuple
 
 import tensorflow as tf
 
-from gaviz.memory import measure_peak_memory
+from gaviz.gallery.memory import measure_peak_memory
 
 
 def accelerator() -> str:

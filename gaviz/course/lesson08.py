@@ -20,7 +20,7 @@ from gaviz import demo
 from gaviz.course.exercise import Exercise, Incorrect, attempted
 from gaviz.course.graph import expected_retracing, windowed_epoch
 from gaviz.course.loop import accumulation_epoch, max_difference
-from gaviz.diagnosis import FIXES, diagnose
+from gaviz.gallery.diagnosis import FIXES, diagnose
 
 K = 4
 MICRO_BATCH_SIZE = 8

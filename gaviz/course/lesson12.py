@@ -21,8 +21,8 @@ import keras
 
 from gaviz import demo
 from gaviz.course.exercise import Exercise, Incorrect, attempted
-from gaviz.history import Update
-from gaviz.trainer import AccumulationTrainer
+from gaviz.training.history import Update
+from gaviz.training.trainer import AccumulationTrainer
 
 _THRESHOLD = 0.5
 _LOSSES = (2.0, 0.9, 0.5, 0.49)  # stops after the fourth: 0.5 is not below 0.5

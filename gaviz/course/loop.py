@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from gaviz.measure import flat_weights
+from gaviz.gallery.measure import flat_weights
 
 
 @dataclass

@@ -23,10 +23,9 @@ import pathlib
 import threading
 import urllib.parse
 
+import lesson_runner
 import nbformat
 import pytest
-
-import lesson_runner
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SITE = os.environ.get("GAVIZ_DOCS_SITE")
@@ -67,8 +66,8 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def page(served):
-    from test_dashboard_in_jupyterlab import CHROMIUM, FLAGS  # skips, or fails in CI, without Chromium
     from playwright.sync_api import sync_playwright
+    from test_dashboard_in_jupyterlab import CHROMIUM, FLAGS  # skips, or fails in CI, without Chromium
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)

@@ -20,8 +20,9 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import gaviz  # noqa: E402
 from reference import group_windows, micro_batches, train_big_batches  # noqa: E402
+
+import gaviz  # noqa: E402
 
 K = 3
 

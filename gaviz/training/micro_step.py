@@ -1,0 +1,170 @@
+"""One micro-batch's forward and backward pass, as the sums a window adds.
+
+A micro-batch contributes its summed (not mean) loss, the gradients of that
+sum, its sample count and its normalizer (:class:`gaviz.training.window.WindowSums`);
+the window adds these up and divides once, when it finishes.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import keras
+import tensorflow as tf
+
+from gaviz import _keras
+from gaviz.training import sparse_gradients
+from gaviz.training.objective import Objective
+from gaviz.training.window import WindowSums
+
+
+class MicroStep:
+    """Forward and backward pass of one micro-batch, unnormalized.
+
+    The objective is the summed weighted loss (the compiled loss's terms,
+    masks applied), plus the forward losses added with ``add_loss``
+    (activity regularizers) rescaled to sums. The compiled metrics see the
+    micro-batch: their sums and counts add up to the big batch's.
+    """
+
+    def __init__(self, model, optimizer, objective: Objective, own_loss=None):
+        self.model, self.optimizer, self.objective = model, optimizer, objective
+        self.own_loss = own_loss  # an OwnLoss: the model's compute_loss, not the compiled one
+        self.loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        self._sparse_said = False  # sparse gradients: said once, at the first trace
+
+    def variables(self) -> list:
+        """The variables trained: the model's trainable ones, read when called."""
+        return self.model.trainable_variables
+
+    def sums(self, x, y, sample_weight, accumulation_steps=1) -> WindowSums:
+        """What the micro-batch ``(x, y, sample_weight)`` adds to its window of
+        ``accumulation_steps`` micro-batches (which only a loss scale reads)."""
+        with tf.GradientTape() as tape:
+            y_pred = self.model(x, training=True)
+            with tf.name_scope("loss"):
+                micro, loss_sum = self._loss(x, y, y_pred, sample_weight)
+            scaled, per = self._scaled(loss_sum, micro.normalizer, accumulation_steps)
+        grads = gradients(tape, scaled, self.model.trainable_variables)
+        self._say_sparse(grads)
+        if per is not None:  # back to the gradient of the sum, in float32
+            grads = [g * tf.cast(per, g.dtype) for g in grads]
+        self._update_metrics(y, y_pred, sample_weight, micro)
+        return WindowSums(grads, loss_sum, micro.sample_count, micro.normalizer, micro.rows)
+
+    def _say_sparse(self, grads):
+        if not self._sparse_said:
+            self._sparse_said = sparse_gradients.warn_if_fit_differs(
+                self.optimizer, grads, self.model.trainable_variables
+            )
+
+    def _loss(self, x, y, y_pred, sample_weight):
+        """``(micro, loss_sum)``: the micro-batch's MicroLoss and everything its
+        loss sum holds (the model's own compute_loss holds the added losses)."""
+        if self.own_loss is not None:
+            micro = self.own_loss.micro(x, y, y_pred, sample_weight)
+            return micro, micro.loss_sum
+        micro = self.objective.micro(y, y_pred, sample_weight)
+        return micro, micro.loss_sum + self._forward_loss_sum(y_pred)
+
+    def _scaled(self, loss_sum, normalizer, accumulation_steps):
+        """What the tape differentiates: ``(loss, per)``, the gradient of the
+        sum being ``per`` times the loss's (``per`` None: the loss is the sum).
+
+        A loss-scaling optimizer's scale keeps float16 gradients from
+        underflowing. Keras scales the big batch's mean loss, where each
+        sample weighs 1 / (its ``n`` samples); the micro-batch's samples get
+        that same weight, 1 / (``n_micro * k``), so float16 sees the values
+        it sees in ``Model.fit`` (the sum, ``n`` times larger, would overflow
+        where Keras does not). The optimizer unscales once per window.
+        """
+        if not self.loss_scaled:
+            return loss_sum, None
+        count = tf.where(normalizer > 0, normalizer, tf.ones_like(normalizer))
+        per = count * tf.cast(accumulation_steps, count.dtype)
+        return self.optimizer.scale_loss(loss_sum / per), per
+
+    def _update_metrics(self, y, y_pred, sample_weight, micro):
+        """Keras's compiled metrics and per-output loss trackers, on one micro-batch."""
+        metrics = _keras.compile_metrics(self.model)
+        if metrics is not None:
+            metrics.update_state(y, y_pred, sample_weight)
+        compiled_loss = _keras.compile_loss(self.model)
+        trackers = [] if compiled_loss is None else compiled_loss.metrics
+        for tracker, mean in zip(trackers, micro.output_means):
+            tracker.update_state(mean, sample_weight=micro.rows)
+
+    def _forward_loss_sum(self, y_pred):
+        """The losses the last forward pass added, as a sum over its samples.
+
+        ``model.losses`` lists those first, then one penalty per regularized
+        weight (recomputed on every access: read it once). Keras divides
+        activity losses by the micro-batch size; multiplying back lets the
+        window divide them, like the data loss, by its own count.
+        """
+        losses = self.model.losses
+        n_forward = len(losses) - len(regularized_weights(self.model))
+        if n_forward <= 0:
+            return tf.constant(0.0)
+        batch = tf.cast(tf.shape(tf.nest.flatten(y_pred)[0])[0], tf.float32)
+        return batch * tf.add_n([tf.cast(value, tf.float32) for value in losses[:n_forward]])
+
+
+def added_loss_layers(model) -> list[str]:
+    """The layers whose last call added a loss with ``add_loss`` (activity
+    regularizers aside, which Keras adds as means over the batch)."""
+    return [layer.name for layer in _keras.flatten_layers(model)
+            if layer.activity_regularizer is None and _keras.own_losses(layer)]
+
+
+def warn_added_losses(model, stacklevel: int = 3) -> None:
+    """Says how losses added with ``add_loss`` are accumulated, if ``model`` adds any
+    (call it after a forward pass)."""
+    names = added_loss_layers(model)
+    if not names:
+        return
+    warnings.warn(
+        f"`model` adds losses with add_loss ({', '.join(names)}): the trainer takes each as "
+        "a mean over its micro-batch, as Keras's activity regularizers are (it weighs a "
+        "micro-batch's added loss by its samples and divides the window by its samples), "
+        "which equals Model.fit on the big batch for a loss that is a mean over its batch. "
+        "A loss that sums over its batch would count 1/k of what Model.fit gives it: "
+        "divide it by the batch size in call (add_loss(tf.reduce_sum(v) / "
+        "tf.cast(tf.shape(v)[0], v.dtype))) and scale its coefficient to match.",
+        UserWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def clip_mean_gradient(micro: WindowSums, optimizer) -> WindowSums:
+    """The micro-batch's mean gradient clipped by ``optimizer``, back as a sum."""
+    normalizer = micro.normalizer
+    mean = [tf.math.divide_no_nan(g, tf.cast(normalizer, g.dtype)) for g in micro.gradients]
+    clipped = _keras.clip_gradients(optimizer, mean)  # Keras's own clipping rules
+    return micro._replace(gradients=[g * tf.cast(normalizer, g.dtype) for g in clipped])
+
+
+def regularized_weights(model) -> list:
+    """The trainable weights that carry a regularizer (a penalty in ``model.losses``)."""
+    return [v for v in model.trainable_variables if getattr(v, "regularizer", None) is not None]
+
+
+def gradients(tape, target, variables):
+    """Gradients of ``target``; zeros for variables it does not reach.
+
+    (``UnconnectedGradients.ZERO`` fails on Keras variables, whose dtype is a
+    string, so the zeros are made here.)
+    """
+    grads = tape.gradient(target, variables)
+    return [
+        tf.zeros(v.shape, dtype=tf.as_dtype(v.dtype)) if g is None else g
+        for g, v in zip(grads, variables)
+    ]
+
+
+def unpack(element):
+    """``(x, y, sample_weight)`` of a micro-batch ``(x, y)`` or ``(x, y, sample_weight)``."""
+    if len(element) == 3:
+        return tuple(element)
+    x, y = element
+    return x, y, None

@@ -1,0 +1,514 @@
+"""The exact gradient-accumulation trainer: what a user constructs and calls.
+
+The trainer checks its arguments, compiles the model, owns the state
+(:mod:`gaviz.training.state`) and drives ``fit`` (:mod:`gaviz.training.fitting`). The graph
+code one call runs is in :mod:`gaviz.training.window_loop`: windows of micro-steps
+(:mod:`gaviz.training.micro_step`), each finished and applied
+(:mod:`gaviz.training.window_update`); the arithmetic is in :mod:`gaviz.training.window` and
+:mod:`gaviz.training.rules`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import tensorflow as tf
+
+from gaviz import _keras, _tensorflow
+from gaviz.training import (
+    added_loss,
+    batch_layers,
+    call_size,
+    checks,
+    compiling,
+    feeds,
+    fitting,
+    rules,
+    validation,
+    window_loop,
+)
+from gaviz.training.history import History, Update
+from gaviz.training.micro_step import MicroStep, unpack, warn_added_losses
+from gaviz.training.objective import Objective
+from gaviz.training.own_loss import OwnLoss
+from gaviz.training.state import TrainerState
+from gaviz.training.window import WindowSums
+from gaviz.training.window_loop import Hooks, WindowLoop
+from gaviz.training.window_update import WindowUpdate
+
+
+class AccumulationTrainer(tf.Module):
+    """Trains a Keras model on micro-batches, updating once per window of them.
+
+    Each update applies the gradient of the effective batch's loss::
+
+        g = sum_window(w_i * l_i) / n_window + grad(weight regularization)
+
+    with ``n_window`` the window's sample count, so the weights equal those of
+    plain training on big batches made of the same micro-batches (for models
+    without batch-dependent layers such as BatchNormalization), whatever the
+    optimizer, ragged micro-batches and partial windows included.
+
+    Micro-steps run one after another, never overlapping, so one
+    micro-batch's activations are alive at a time: the peak memory is plain
+    training's on one micro-batch plus the window's sums, about one copy of
+    the weights (benchmarks/bench_memory.py).
+
+    Counters (``tf.Variable``s, in the graph and in checkpoints):
+    ``optimizer.iterations`` counts updates applied (learning-rate schedules
+    read it); ``micro_step`` counts micro-batches consumed;
+    ``skipped_windows`` counts windows a loss-scaling optimizer skipped;
+    ``micro_steps_in_window`` counts the micro-batches of a window carried
+    into the next epoch (``tail="carry"``).
+
+    Args:
+        model: a ``keras.Model``. Built on the first micro-batch if it is not.
+        optimizer: a Keras optimizer without ``gradient_accumulation_steps``
+            (default: the one ``model.compile`` was given). Clipping set on it
+            (``clipnorm``, ``global_clipnorm``...) applies to the accumulated
+            gradient. The model is compiled with it, so ``model.optimizer`` is
+            the optimizer this trainer steps.
+        loss: what ``compile`` takes (default: the model's compiled loss): a
+            ``keras.losses.Loss``, a Keras loss name, a callable ``(y_true,
+            y_pred)`` returning per-sample losses, or a dict or list of them
+            for several outputs. Its ``reduction`` is honoured; Keras masks
+            (``Embedding(mask_zero=True)``, ``ignore_class``) are applied.
+            A model that overrides ``compute_loss`` trains with its own,
+            which must be a mean over the batch's rows (``gaviz.training.own_loss``
+            says why; one that is not is refused); one that overrides
+            ``train_step`` is refused, with how to keep it and accumulate
+            inside it with ``gaviz.Accumulator``. A model compiled without
+            a loss whose layers add it with ``add_loss`` (Keras's endpoint
+            layer pattern) trains on what they add, which must be a mean
+            over the batch's rows (``gaviz.training.added_loss``; one that is not is
+            refused), and may be given inputs alone (``fit(x)``).
+        accumulation_steps: micro-batches per update: an int >= 1, or a
+            callable ``epoch -> int`` (epochs count from 1) for a schedule
+            such as a batch-size warm-up. Read once per epoch (a window never
+            changes size while it fills); k is a graph value, so a new k
+            retraces nothing; ``history.accumulation_steps`` records each
+            update's k.
+        tail: what happens to a partial window at the end of an epoch:
+            ``"flush"`` applies it, normalized by its own sample count;
+            ``"drop"`` discards it; ``"carry"`` continues it into the next epoch.
+        normalize: what the window's summed loss is divided by (default:
+            what the loss's ``reduction`` says): ``"samples"``, its number of
+            unmasked loss elements (Keras's ``sum_over_batch_size`` on the big
+            batch); ``"weights"``, its total sample weight, e.g. the number of
+            real tokens when the weights mask padding (the fix Hugging Face
+            adopted for token-level losses); ``"sum"``, nothing.
+        jit_compile: compile with XLA (the model's layers need XLA kernels).
+            On arrays (``fit(x, y)``) the whole graph call is one XLA program,
+            which on a small model removes most of what a window costs beyond
+            its arithmetic (benchmarks/bench_dispatch.py); on a dataset, whose
+            iterator XLA cannot compile, each micro-step is, and so on a CPU
+            for a model with convolutions, whose gradients XLA runs tens of
+            times slower inside a loop (a warning says so). Still one
+            micro-batch's activations at a time, but XLA's peak holds several
+            copies of the weights (benchmarks/bench_memory.py): where memory
+            is the constraint, leave it off.
+        strategy: a ``tf.distribute.Strategy`` (default: the one in scope).
+            Build the model and optimizer under ``strategy.scope()`` and batch
+            the dataset with the global micro-batch size: each global
+            micro-batch is split across replicas, micro-steps accumulate
+            locally with no cross-replica traffic, and the window's sums are
+            all-reduced once per update, then normalized by the global count.
+            With a ``keras.optimizers.LossScaleOptimizer`` the window is
+            unscaled once; a window whose scaled gradients overflow is skipped
+            and the loss scale lowered (counted in ``skipped_windows``).
+        windows_per_call: windows one graph call may run (as Keras's
+            ``steps_per_execution``), or ``"auto"``: one while ``on_update``
+            callbacks listen (each update is reported before the next starts,
+            so ``stop_training`` lands after exactly that update), otherwise
+            doubled while calls take under 20 ms (on one worker; with several,
+            each would time its own calls, so it stays one). Callbacks see
+            every update either way, after the call that applied it.
+        metrics: what ``compile`` takes (default: the model's compiled
+            metrics): Keras metric objects or names, updated on every
+            micro-batch, so their epoch values are the big batch's.
+        loss_weights: as ``compile`` takes them (default: the compiled ones).
+
+    Raises:
+        TypeError, ValueError: an argument is not what is described above.
+
+    Subclassing:
+        The arithmetic is data: set the class attribute ``rule`` to a
+        :class:`gaviz.training.rules.Rule` (the pitfall gallery is the exact trainer
+        with other rules and settings: :mod:`gaviz.gallery.pitfalls`). Three hooks
+        change what state does; the trainer hands them to its window loop
+        once, as :class:`gaviz.training.window_loop.Hooks`, and each runs inside the
+        graph, in replica context:
+
+        - ``on_micro_batch(micro) -> WindowSums``: after a micro-batch's
+          backward pass, before it is added to the window.
+        - ``reduce_window(sums) -> WindowSums``: once per window: its sums
+          across replicas (one batched all-reduce).
+        - ``next_window(sums) -> WindowSums``: after a window closes: what
+          the next one starts from (zeros). If it may start from anything
+          but zeros, the rule says so (``Rule(sums_outlive_updates=True)``),
+          so the sums are kept in variables between calls.
+    """
+
+    #: The window's arithmetic (gaviz.training.rules.EXACT: sum, then divide once).
+    rule: rules.Rule = rules.EXACT
+
+    def __init__(
+        self,
+        model,
+        optimizer=None,
+        loss=None,
+        accumulation_steps: int | Callable[[int], int] | None = None,
+        tail: str = "flush",
+        normalize: str | None = None,
+        jit_compile: bool = False,
+        strategy: tf.distribute.Strategy | None = None,
+        windows_per_call: int | str = "auto",
+        metrics=None,
+        loss_weights=None,
+    ):
+        super().__init__(name="accumulation_trainer")
+        _keras.check_version()
+        checks.check_model(model)
+        self.strategy = checks.check_strategy(strategy, model)
+        if optimizer is not None:
+            checks.check_optimizer(optimizer)
+        self.tail = checks.check_one_of("tail", tail, checks.TAIL_POLICIES)
+        if normalize is not None:
+            checks.check_one_of("normalize", normalize, checks.NORMALIZATIONS)
+        self.accumulation_steps = checks.check_accumulation_steps(accumulation_steps)
+        self.windows_per_call = checks.check_windows_per_call(windows_per_call)
+        self.call_size = call_size.CallSize(
+            self.windows_per_call, call_size.worker_count(self.strategy)
+        )
+        self.model, self.jit_compile = model, bool(jit_compile)
+        batch_layers.warn_batch_dependent(model, "k" if callable(accumulation_steps)
+                                          else self.accumulation_steps)
+        self._compile(optimizer, loss, normalize, metrics, loss_weights)
+        self.state = TrainerState(self.strategy)
+        self._built, self._checked_spec, self._trained = False, None, []
+        self._state_watched = False  # layers updating their own state: checked once
+        if model.built and model.trainable_variables:
+            self._build()
+        self.window_loop = self._window_loop()
+
+    def _window_loop(self) -> WindowLoop:
+        """The graph code, built from its parts."""
+        micro_step = MicroStep(self.model, self.optimizer, self.objective, self.own_loss)
+        update = WindowUpdate(self.model, self.optimizer, self.own_loss or self.objective,
+                              self.rule, self.state.skipped_windows)
+        hooks = Hooks(self.on_micro_batch, self.reduce_window, self.next_window)
+        return WindowLoop(
+            micro_step, update, self.state, self.strategy, hooks, self.rule, self.tail,
+            loss_tracker=_keras.loss_tracker(self.model), capacity=self.call_size.capacity,
+            xla=window_loop.xla_mode(self.model, self.jit_compile),
+        )
+
+    def _compile(self, optimizer, loss, normalize, metrics, loss_weights):
+        """Compiles the model with the trainer's optimizer, loss and metrics."""
+        checks.check_loss(loss)
+        owner = checks.overridden(self.model, "compute_loss")
+        compiled = compiling.compile_for_trainer(
+            self.model, self.strategy, optimizer, loss, metrics, loss_weights,
+            loss_required=owner is None and not added_loss.may_add_losses(self.model),
+        )
+        checks.check_optimizer(compiled.optimizer)
+        self.optimizer, self.loss = compiled.optimizer, compiled.loss
+        self.objective = Objective(
+            _keras.compile_loss(self.model), getattr(self.model, "output_names", None),
+            normalize,
+        )
+        self.own_loss = None if owner is None else OwnLoss(self.model, owner)
+        #: Whether the loss is what the model's layers add with add_loss alone
+        #: (compiled without a loss): then fit takes data without targets.
+        self._added_loss_only = self.objective.compile_loss is None and owner is None
+
+    def _build(self, after_restore: bool = True):
+        """Creates optimizer slots, and the carried window's sums if needed
+        (``after_restore``: first check that no checkpoint was restored before)."""
+        if after_restore and int(self.state.micro_step.numpy()) > 0:
+            # Counters exist from the start, so a checkpoint restored them;
+            # the model's weights, optimizer slots and a carried window did
+            # not exist then, and Keras does not restore them later.
+            raise ValueError(
+                "`model` was not built when this trainer was restored from a checkpoint "
+                f"(it had consumed {int(self.state.micro_step.numpy())} micro-batches): "
+                "its weights, optimizer state and any carried window were created after "
+                "the restore and hold fresh values, not the checkpoint's. Build the model "
+                "before restoring (model.build(input_shape), or call it on a batch), "
+                "then create the trainer and restore."
+            )
+        variables = self.model.trainable_variables
+        carry = self.tail == "carry" or self.rule.sums_outlive_updates
+        self.state.build(variables, carry=carry)
+        with self.strategy.scope():
+            self.optimizer.build(variables)
+        self._built, self._trained = True, [id(v) for v in variables]
+
+    def _follow_compile(self):
+        """After ``model.compile``, trains what ``Model.fit`` would: the optimizer,
+        loss and metrics compile was given, and the trainable variables then.
+
+        Raises:
+            ValueError: the trainable variables changed without a new
+                ``compile`` (Model.fit would keep training the old ones), or a
+                window carried into the next epoch is open.
+        """
+        model = self.model
+        recompiled = (model.optimizer is not self.optimizer
+                      or _keras.compile_loss(model) is not self.objective.compile_loss)
+        if recompiled:
+            if int(self.state.micro_steps_in_window.numpy()) > 0:
+                raise ValueError(
+                    "`model` was compiled again while a window carried into the next epoch "
+                    f"holds {int(self.state.micro_steps_in_window.numpy())} micro-batches "
+                    "(tail=\"carry\"): they were summed for the old optimizer and loss. "
+                    "Recompile between fits of a trainer with tail=\"flush\" or \"drop\"."
+                )
+            self._compile(None, None, self.objective.requested, None, None)
+            self.state.forget_window_variables()
+            self._built, self._checked_spec, self._trained = False, None, []
+            if model.built and model.trainable_variables:
+                self._build(after_restore=False)
+            self.window_loop = self._window_loop()
+        elif self._built and [id(v) for v in model.trainable_variables] != self._trained:
+            raise ValueError(
+                "`model`'s trainable variables changed since it was compiled (a layer's "
+                "`trainable` was set): Model.fit would go on training the old ones until "
+                "model.compile is called again. Call model.compile(...) after changing "
+                "`trainable`, as Keras asks, then fit."
+            )
+
+    # ------------------------------------------------------------ properties
+
+    micro_step = property(lambda self: self.state.micro_step, doc="Micro-batches consumed.")
+    micro_steps_in_window = property(
+        lambda self: self.state.micro_steps_in_window, doc="Micro-batches of a carried window."
+    )
+    skipped_windows = property(
+        lambda self: self.state.skipped_windows, doc="Windows a loss-scaling optimizer skipped."
+    )
+    accumulators = property(
+        lambda self: self.state.accumulators, doc="A carried window's gradient sums, per replica."
+    )
+
+    @property
+    def tracing_count(self) -> int:
+        """How many times the window functions were traced (1 after any number of
+        windows of datasets with one element structure)."""
+        return self.window_loop.tracing_count
+
+    @property
+    def num_replicas(self) -> int:
+        """Replicas training in sync (1 without distribution)."""
+        return self.strategy.num_replicas_in_sync
+
+    def accumulation_steps_for(self, epoch: int) -> int:
+        """k in ``epoch`` (counted from 1): the int, or the schedule's value."""
+        if not callable(self.accumulation_steps):
+            return self.accumulation_steps
+        return checks.check_positive_int(
+            f"accumulation_steps({epoch})", self.accumulation_steps(epoch)
+        )
+
+    def effective_batch_size(self, micro_batch_size: int, epoch: int = 1) -> int:
+        """Samples in a full window: ``micro_batch_size * k * num_replicas``.
+
+        ``micro_batch_size`` is per replica; ``epoch`` matters for a schedule of k.
+        """
+        micro_batch_size = checks.check_positive_int("micro_batch_size", micro_batch_size)
+        return micro_batch_size * self.accumulation_steps_for(epoch) * self.num_replicas
+
+    def window_function(self, iterator):
+        """The traced graph one call runs, for ``iterator`` (to inspect its ops)."""
+        return self.window_loop.iterator_function(iterator)
+
+    @property
+    def array_window_function(self) -> tf.types.experimental.PolymorphicFunction:
+        """The ``tf.function`` one call runs on arrays, ``(arrays, order,
+        batch_size, rows, max_windows, accumulation_steps)``: to inspect its
+        ops, or XLA's program with ``experimental_get_compiler_ir``."""
+        return self.window_loop.array_windows
+
+    # --------------------------------------------------------------- hooks
+
+    def on_micro_batch(self, micro: WindowSums) -> WindowSums:
+        """What a micro-batch adds, after its backward pass (exact: unchanged)."""
+        return window_loop.keep(micro)
+
+    def reduce_window(self, sums: WindowSums) -> WindowSums:
+        """The window's one all-reduce: every sum, in one batch."""
+        return window_loop.all_reduce(sums)
+
+    def next_window(self, sums: WindowSums) -> WindowSums:
+        """What the window after a closed one starts from (exact: zeros)."""
+        return window_loop.start_afresh(sums)
+
+    # ---------------------------------------------------------- Python side
+
+    @property
+    def stop_training(self) -> bool:
+        """``model.stop_training``: set it (from a callback, an ``on_update``
+        function or another thread) to end ``fit`` after the current graph
+        call; the trainer stays consistent and can go on."""
+        return bool(getattr(self.model, "stop_training", False))
+
+    @stop_training.setter
+    def stop_training(self, value: bool) -> None:
+        self.model.stop_training = bool(value)
+
+    @property
+    def normalize(self) -> str:
+        """What a window is divided by: ``"samples"``, ``"weights"`` or ``"sum"``
+        (``"samples"``, its rows, for a model's own compute_loss)."""
+        return (self.own_loss or self.objective).normalize
+
+    def fit(self, x, y=None, batch_size: int | None = None, epochs: int = 1, verbose="auto",
+            callbacks=None, validation_data=None, shuffle: bool = True, sample_weight=None,
+            on_update: Callable[[Update], None] | Iterable[Callable[[Update], None]] | None = None,
+            validation_batch_size: int | None = None, validation_freq: int | list = 1,
+            initial_epoch: int = 0, class_weight=None, validation_split: float = 0.0,
+            validation_steps: int | None = None, steps_per_epoch: int | None = None) -> History:
+        """Trains for ``epochs`` epochs, one update per window of micro-batches.
+
+        Takes ``Model.fit``'s arguments, with ``batch_size`` the size of a
+        micro-batch; the numbers equal ``Model.fit(batch_size=k * b,
+        shuffle=False)`` on the same data. Where they differ from Keras's:
+
+        Args:
+            x: a ``tf.data.Dataset``, a ``keras.utils.PyDataset`` or a Python
+                generator of micro-batches ``(x, y)`` or ``(x, y,
+                sample_weight)``, iterated afresh each epoch; or arrays, cut
+                into micro-batches inside the graph.
+            y, sample_weight: targets and per-row weights, when ``x`` is
+                arrays (no ``y`` for a model whose layers add its loss).
+            batch_size: the micro-batch size, when ``x`` is arrays (default 32).
+            verbose: 0 silent; 1 or ``"auto"`` a progress bar stepping per
+                update; 2 one line per epoch.
+            callbacks: Keras callbacks; batch events once per update (once per
+                graph call when several windows run per call and no callback
+                of yours listens).
+            validation_data: evaluated with ``model.evaluate`` (batches of
+                ``validation_batch_size``; by default, for arrays ``x``, the
+                effective batch ``k * batch_size``, as ``Model.fit(batch_size=k
+                * b)`` validates: masked and per-output entries depend on it;
+                ``validation_steps`` of them if given), every
+                ``validation_freq`` epochs or at the epochs a list of it holds.
+                ``validation_split`` takes the last fraction of arrays
+                instead, before shuffling, as Keras does.
+            class_weight: as Keras's, turned into per-row weights by Keras's
+                own rule (arrays with one ``y``, datasets, PyDatasets).
+            steps_per_epoch: updates per epoch (windows, each
+                ``accumulation_steps`` micro-batches), as Keras's counts steps
+                of its big batch: ``Model.fit(batch_size=k * b,
+                steps_per_epoch=n)`` is ``fit(batch_size=b, steps_per_epoch=n)``.
+                As in Keras, the next epoch goes on where the last one stopped
+                in the data, and an epoch ends early (with a warning) when a
+                pass over finite data ends; needed for a dataset that repeats
+                forever.
+            shuffle: shuffle the rows of arrays each epoch (numpy's generator,
+                which ``keras.utils.set_random_seed`` seeds); a dataset keeps
+                its own order.
+            on_update: callables given each applied :class:`~gaviz.training.history.Update`.
+
+        Returns:
+            A :class:`~gaviz.training.history.History`: a record per update, and
+            ``history.history`` as Keras's.
+
+        Raises:
+            NonFiniteUpdate: a window's loss or gradient is not finite; that
+                update is not applied and its window is discarded.
+            TypeError, ValueError: bad data, ``epochs`` or targets.
+
+        Whatever is raised, ``on_train_end`` is called first, and the model
+        and optimizer hold the last applied update.
+        """
+        epochs = checks.check_int_at_least("epochs", epochs, 0)  # 0: nothing, as Keras
+        validation_freq = checks.check_validation_freq(validation_freq)
+        initial_epoch = checks.check_int_at_least("initial_epoch", initial_epoch, 0)
+        updates = checks.check_callbacks(on_update)
+        checks.check_backups(callbacks, self.tail == "carry" or self.rule.sums_outlive_updates)
+        if steps_per_epoch is not None:
+            steps_per_epoch = checks.check_positive_int("steps_per_epoch", steps_per_epoch)
+        self._follow_compile()
+        if not isinstance(x, feeds.BATCHED):
+            for name, arrays in (("x", x), ("y", y), ("sample_weight", sample_weight)):
+                checks.check_array_dtypes(name, arrays)
+        (x, y, sample_weight), validation_data = validation.split(
+            x, y, sample_weight, validation_split, validation_data
+        )
+        feed = feeds.make_feed(x, y, batch_size, shuffle, sample_weight, self.model,
+                               self.strategy, self._windows(), class_weight,
+                               targets=not self._added_loss_only)
+        checks.check_epoch_ends(feed.endless(), steps_per_epoch)
+        self._prepare(feed)
+        checked = validation.Validation.make(
+            validation_data,
+            validation_batch_size or self._effective_batch_size(x, batch_size, initial_epoch),
+            validation_freq,
+            validation_steps and checks.check_positive_int("validation_steps", validation_steps),
+            targets=not self._added_loss_only,
+        )
+        state_watch = None
+        if not self._state_watched:
+            state_watch, self._state_watched = batch_layers.StateWatch(self.model), True
+        return fitting.fit(
+            self, feed, range(initial_epoch + 1, epochs + 1), updates, callbacks, verbose,
+            checked, steps_per_epoch, state_watch,
+        )
+
+    def _effective_batch_size(self, x, batch_size, initial_epoch) -> int | None:
+        """``k * batch_size`` for arrays (Model.fit's ``batch_size``, which it
+        validates in too); None for batched data, as Model.fit has none."""
+        if isinstance(x, feeds.BATCHED):
+            return None
+        return self.accumulation_steps_for(initial_epoch + 1) * (batch_size or 32)
+
+    def _windows(self) -> feeds.WindowFunctions:
+        """What a feed needs of this trainer: its window functions and array cursor."""
+        return feeds.WindowFunctions(
+            self.window_function, self.array_window_function, self.state.array_cursor
+        )
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
+                 steps=None, callbacks=None, return_dict=False):
+        """``model.evaluate``: the compiled loss and metrics on ``x`` (no accumulation).
+
+        The model is compiled with the trainer's loss and metrics, so this is
+        Keras's own evaluation, with its arguments and return values.
+        """
+        return self.model.evaluate(
+            x, y, batch_size=batch_size, verbose=verbose, sample_weight=sample_weight,
+            steps=steps, callbacks=callbacks, return_dict=return_dict,
+        )
+
+    def _prepare(self, feed):
+        """Builds model, losses, metrics and state on the first micro-batch, and
+        checks its targets.
+
+        Skipped for data whose element spec was already checked: the eager
+        forward pass costs as much as a few windows of a small model.
+        """
+        if self._built and feed.element_spec == self._checked_spec:
+            return
+        first = feed.first()
+        x, y, sample_weight = unpack(first)
+        with _tensorflow.native_log_filtered():  # e.g. float16's fallback log on some CPUs
+            y_pred = self.model(x, training=False)
+        if self._checked_spec is None:  # once per trainer (or compile)
+            if self._added_loss_only:  # checked to be a mean over rows: no warning needed
+                added_loss.check(self.model, x)
+            else:
+                warn_added_losses(self.model, stacklevel=4)
+        if not self._built:
+            if not self.model.trainable_variables:
+                raise ValueError("`model` has no trainable variables: nothing to train.")
+            self._build()
+        self.objective.build(y, y_pred)
+        if self.own_loss is not None:
+            self.own_loss.check(x, y, y_pred, sample_weight)
+        with self.strategy.scope():
+            # Keras's own build of compiled metrics and loss trackers (their
+            # variables must exist before the graph is traced).
+            _keras.symbolic_build(self.model, tuple(first))
+        self._checked_spec = feed.element_spec
+

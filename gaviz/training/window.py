@@ -1,0 +1,245 @@
+"""The arithmetic of one accumulation window, as plain functions of tensors.
+
+A window is the run of micro-batches that feeds one optimizer update. Its
+gradient is the gradient of the loss of the effective batch::
+
+    g = (sum over the window of sum_i w_i * l_i) / n  +  grad(weight regularization)
+
+where ``l_i`` are per-sample losses, ``w_i`` their sample weights (1 when
+absent) and ``n`` the window's number of samples (loss elements, as Keras's
+``sum_over_batch_size`` counts them). Because the sums are taken before the
+division, ragged micro-batches and a partial window at the end of an epoch
+are normalized exactly; dividing each micro-batch by its own size and then
+averaging (the "mean of means") is not.
+
+Nothing here owns a variable or knows about datasets, replicas or Python
+loops: :class:`WindowSums` travels through the trainer's graph as loop
+values, and these functions add to it and finish it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import tensorflow as tf
+
+
+class WindowSums(NamedTuple):
+    """The running sums of a window, or what one micro-batch adds to them.
+
+    Attributes:
+        gradients: per trainable variable, the summed gradient of the summed
+            loss (float32, float64 for float64 variables).
+        loss_sum: the summed weighted loss, a float32 scalar.
+        sample_count: loss elements (samples, tokens, pixels), float32.
+        normalizer: what the window will be divided by: ``sample_count``, or
+            the total sample weight with ``normalize="weights"``.
+        rows: samples (rows of the inputs), float32: Keras weights each
+            batch's loss by them when it averages an epoch's loss.
+    """
+
+    gradients: list
+    loss_sum: tf.Tensor
+    sample_count: tf.Tensor
+    normalizer: tf.Tensor
+    rows: tf.Tensor = 0.0
+
+
+class WindowResult(NamedTuple):
+    """What one window reports to the Python loop (one row per window).
+
+    Attributes:
+        applied: an update was applied (not skipped by loss scaling).
+        due: the window was complete, or a flushed partial window.
+        finite: its loss and gradient were finite.
+        exhausted: the dataset ran out during this window.
+        loss: the window's loss: summed loss / divisor + weight regularization.
+        sample_count: samples (loss elements) in the window.
+        micro_steps: micro-batches in the window, carried ones included.
+        consumed: micro-batches this window pulled from the dataset.
+        accumulation_steps: the window's ``accumulation_steps`` (k).
+        rows: samples (input rows) in the window.
+    """
+
+    applied: bool
+    due: bool
+    finite: bool
+    exhausted: bool
+    loss: float
+    sample_count: float
+    micro_steps: int
+    consumed: int
+    accumulation_steps: int
+    rows: float = 0.0
+
+    def pack(self) -> tf.Tensor:
+        """One float64 vector (float64 holds every field exactly), read in one copy."""
+        return tf.stack([tf.cast(value, tf.float64) for value in self])
+
+    @classmethod
+    def unpack(cls, row) -> "WindowResult":
+        """The Python values of a packed row (a numpy vector)."""
+        return cls(*(kind(value) for kind, value in zip(_RESULT_TYPES, row)))
+
+
+def _int(value) -> int:
+    return int(round(float(value)))
+
+
+_RESULT_TYPES = (bool, bool, bool, bool, float, float, _int, _int, _int, float)
+
+
+def zeros(variables) -> WindowSums:
+    """An empty window for ``variables``: every sum zero."""
+    zero = tf.constant(0.0)
+    return WindowSums(
+        [tf.zeros(v.shape, dtype=accumulator_dtype(v)) for v in variables], zero, zero, zero, zero
+    )
+
+
+def add(sums: WindowSums, micro: WindowSums) -> WindowSums:
+    """Adds one micro-batch's sums into the window's (gradients cast to the sums'
+    dtype; sparse ones summed densely, see :func:`densify`)."""
+    return WindowSums(
+        [a + densify(g, a, a.dtype) for a, g in zip(sums.gradients, micro.gradients)],
+        sums.loss_sum + micro.loss_sum,
+        sums.sample_count + micro.sample_count,
+        sums.normalizer + micro.normalizer,
+        sums.rows + micro.rows,
+    )
+
+
+def of_mean(gradients, count, variables) -> WindowSums:
+    """What a micro-batch adds, given the gradients of its loss that is a mean
+    over ``count`` items: ``count * gradient``, the gradient of its summed loss
+    (None, a variable the loss does not reach, adds zeros; sparse gradients
+    stay sparse until :func:`add`). The loss itself is not known here (0)."""
+    count = tf.cast(count, tf.float32)
+    summed = []
+    for g, v in zip(gradients, variables):
+        dtype = accumulator_dtype(v)
+        if g is None:
+            summed.append(tf.zeros(v.shape, dtype))
+        elif isinstance(g, tf.IndexedSlices):
+            values = tf.math.multiply_no_nan(tf.cast(g.values, dtype), tf.cast(count, dtype))
+            summed.append(tf.IndexedSlices(values, g.indices, g.dense_shape))
+        else:
+            # An empty replica share (count 0) adds zeros, even where its
+            # loss's 0/0 made the gradient NaN.
+            summed.append(tf.math.multiply_no_nan(tf.cast(g, dtype), tf.cast(count, dtype)))
+    zero = tf.constant(0.0)
+    return WindowSums(summed, zero, count, count, zero)
+
+
+def densify(gradient, like, dtype):
+    """``gradient`` as a dense tensor of ``like``'s shape, in ``dtype``.
+
+    An Embedding's gradient is a ``tf.IndexedSlices``, one row per lookup: its
+    rows are added into the dense sum here, duplicates included, so the window
+    holds the textbook gradient of its summed loss (the sum of squares that
+    Keras's sparse updates see instead is :mod:`gaviz.training.sparse_gradients`'
+    subject). The dense sum is one copy of the table.
+    """
+    if isinstance(gradient, tf.IndexedSlices):
+        values = tf.cast(gradient.values, dtype)
+        return tf.math.unsorted_segment_sum(values, gradient.indices, tf.shape(like)[0])
+    return tf.cast(gradient, dtype)
+
+
+def finish(gradients, divisor, regularization_gradients=None) -> list:
+    """The window's gradient: summed gradients over the divisor, plus regularization.
+
+    ``g = sum / divisor + grad(penalty)``. A zero divisor (an empty window)
+    gives zeros, never NaN.
+    """
+    grads = _divide(gradients, divisor)
+    if regularization_gradients is not None:
+        grads = [g + tf.cast(r, g.dtype) for g, r in zip(grads, regularization_gradients)]
+    return grads
+
+
+def weighted_loss_sum(per_sample_losses, sample_weight=None, mask=None):
+    """Sums per-sample losses times their weights; counts samples and weight.
+
+    Args:
+        per_sample_losses: tensor of shape ``(batch, ...)``: one loss per
+            sample (or per token, per pixel...).
+        sample_weight: optional tensor broadcastable to ``per_sample_losses``
+            once trailing axes are added; ``(batch,)``, ``(batch, 1)`` or the
+            full shape.
+        mask: optional boolean tensor of the losses' shape (a Keras mask:
+            ``Embedding(mask_zero=True)``, ``ignore_class``): masked elements
+            add nothing and are not counted.
+
+    Returns:
+        ``(loss_sum, sample_count, weight_sum)``, float32 scalars.
+        ``sample_count`` is the number of unmasked loss elements, the divisor
+        of Keras's ``sum_over_batch_size``; ``weight_sum`` is the total weight
+        over those elements (the number of real tokens when weights mask
+        padding), equal to ``sample_count`` without weights.
+    """
+    losses = tf.cast(per_sample_losses, tf.float32)
+    weight = None if sample_weight is None else _weights_like(sample_weight, losses)
+    if mask is not None:
+        valid = tf.cast(tf.broadcast_to(_like(mask, losses), tf.shape(losses)), tf.float32)
+        weight = valid if weight is None else weight * valid
+        count = tf.reduce_sum(valid)
+    else:
+        count = tf.cast(tf.size(per_sample_losses), tf.float32)
+    if weight is None:
+        return tf.reduce_sum(losses), count, count
+    return tf.reduce_sum(losses * weight), count, tf.reduce_sum(weight)
+
+
+def _weights_like(sample_weight, losses):
+    """Sample weights broadcast to the losses' shape, float32."""
+    weight = _like(tf.cast(sample_weight, tf.float32), losses)
+    return tf.broadcast_to(weight, tf.shape(losses))
+
+
+def _like(values, losses):
+    """``values`` with the losses' rank: (batch,) gains trailing axes, (batch, 1) loses one."""
+    while values.shape.rank is not None and values.shape.rank < losses.shape.rank:
+        values = tf.expand_dims(values, -1)
+    if values.shape.rank is not None and values.shape.rank > losses.shape.rank:
+        values = tf.reshape(values, tf.shape(losses))
+    return values
+
+
+def _divide(tensors, divisor) -> list:
+    """Each tensor over ``divisor``, a zero divisor read as 1: an empty
+    window's sums are zeros, so it gives zeros, never NaN (a NaN in the sums
+    stays NaN, for :func:`all_finite` to see).
+
+    A true division by a divisor made safe once, not ``tf.math.divide_no_nan``:
+    its kernel tests every entry and, on a CPU, takes about 4x a plain
+    division, on a small model a sixth of an epoch
+    (benchmarks/profile_dispatch.py). Not a ``tf.cond`` either: its branch
+    outputs all stay alive together, about two more copies of the weights at
+    the window's peak (tests/test_benchmarks.py).
+    """
+    divisor = tf.convert_to_tensor(divisor)
+    safe = tf.where(tf.equal(divisor, 0), tf.ones_like(divisor), divisor)
+    return [t / tf.cast(safe, t.dtype) for t in tensors]
+
+
+def all_finite(loss, gradients):
+    """True when the loss and every gradient entry are finite.
+
+    One ``is_finite`` pass over each tensor, once per window. (The cheaper
+    ``is_finite(reduce_sum(x * 0))`` let a NaN window through under
+    TensorFlow 2.16.2: tests/test_training_contract.py, in make test-oldest.)
+    """
+    checks = [tf.reduce_all(tf.math.is_finite(tf.cast(loss, tf.float32)))]
+    checks += [tf.reduce_all(tf.math.is_finite(g)) for g in gradients]
+    return tf.reduce_all(tf.stack(checks))
+
+
+def accumulator_dtype(variable):
+    """float32 for every variable but float64 ones.
+
+    Half-precision variables still accumulate in float32: summing many small
+    float16 gradients loses them.
+    """
+    dtype = tf.as_dtype(variable.dtype)
+    return tf.float64 if dtype == tf.float64 else tf.float32

@@ -1,0 +1,297 @@
+"""The graph code one call runs: windows of micro-steps, each in four phases.
+
+A window pulls up to k micro-batches from its source, adds each one's
+summed gradients into float32 running sums (loop tensors, not variables),
+then, in order: sums them across replicas once; finishes them (due or not,
+weight penalty, divisor, finite or not); applies the update or skips it;
+closes the window (the next one starts from zero, or it is kept for the
+next call).
+
+:class:`WindowLoop` is built from its parts, as Keras builds its looped
+train function from a step function: the micro-step
+(:class:`gaviz.training.micro_step.MicroStep`), the window update
+(:class:`gaviz.training.window_update.WindowUpdate`), the state
+(:class:`gaviz.training.state.TrainerState`), the strategy, the :class:`Hooks` and
+the :class:`gaviz.training.rules.Rule`. It holds no trainer.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable, NamedTuple
+
+import keras
+import tensorflow as tf
+
+from gaviz import _keras
+from gaviz.training import rules, sources, window
+from gaviz.training.micro_step import MicroStep, clip_mean_gradient, unpack
+from gaviz.training.state import TrainerState
+from gaviz.training.window import WindowResult, WindowSums
+from gaviz.training.window_update import WindowUpdate
+
+
+def keep(sums: WindowSums) -> WindowSums:
+    """Exact ``on_micro_batch``: a micro-batch adds what its backward pass gave."""
+    return sums
+
+
+def all_reduce(sums: WindowSums) -> WindowSums:
+    """Exact ``reduce_window``: every sum across replicas, in one batched all-reduce."""
+    # identity places loop outputs on this replica's device (all_reduce
+    # needs to know where each value lives).
+    local = tf.nest.map_structure(tf.identity, sums)
+    return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, local)
+
+
+def start_afresh(sums: WindowSums) -> WindowSums:
+    """Exact ``next_window``: the window after a closed one starts from zeros."""
+    return tf.nest.map_structure(tf.zeros_like, sums)
+
+
+class Hooks(NamedTuple):
+    """Where a window's state may be changed, each a function run inside the
+    graph, in replica context (see ``AccumulationTrainer``'s Subclassing).
+
+    Attributes:
+        on_micro_batch: ``WindowSums -> WindowSums``, after a micro-batch's
+            backward pass, before it is added to the window.
+        reduce_window: ``WindowSums -> WindowSums``, once per window: its
+            sums across replicas.
+        next_window: ``WindowSums -> WindowSums``, after a window closes:
+            what the next one starts from.
+    """
+
+    on_micro_batch: Callable[[WindowSums], WindowSums] = keep
+    reduce_window: Callable[[WindowSums], WindowSums] = all_reduce
+    next_window: Callable[[WindowSums], WindowSums] = start_afresh
+
+
+#: How XLA compiles a loop (``jit_compile``): not at all, each micro-step,
+#: or the whole call on arrays (micro-steps, updates and the window loop).
+XLA_MODES = ("off", "micro_step", "whole_call")
+
+
+class WindowLoop:
+    """The graph functions one call runs, one for a dataset's iterator and
+    one for arrays: each runs up to ``max_windows`` windows per call.
+
+    Args:
+        micro_step: one micro-batch's forward and backward pass.
+        window_update: finishes a window and steps the optimizer.
+        state: counters, the array cursor and a carried window.
+        strategy: the ``tf.distribute.Strategy`` the loop runs under.
+        hooks: the three :class:`Hooks`.
+        rule: the window's arithmetic (:data:`gaviz.training.rules.EXACT`).
+        tail: ``"flush"``, ``"drop"`` or ``"carry"`` (a window open at the
+            end of the data is applied, discarded, or kept for the next call).
+        loss_tracker: Keras's loss tracker (a ``keras.metrics.Mean``), given
+            each applied window's loss weighted by its samples.
+        capacity: the most windows one call may run (XLA needs a fixed
+            number of result rows).
+        xla: one of :data:`XLA_MODES`.
+    """
+
+    def __init__(self, micro_step: MicroStep, window_update: WindowUpdate,
+                 state: TrainerState, strategy, hooks: Hooks = Hooks(),
+                 rule: rules.Rule = rules.EXACT, tail: str = "flush", loss_tracker=None,
+                 capacity: int = 1, xla: str = "off"):
+        self.micro_step, self.window_update = micro_step, window_update
+        self.state, self.strategy, self.hooks, self.rule = state, strategy, hooks, rule
+        self.tail, self.loss_tracker, self.capacity = tail, loss_tracker, capacity
+        self.xla = xla
+        #: Whether XLA compiles a whole call on arrays (every micro-step,
+        #: update and the window loop in one program), not only each micro-step.
+        self.whole_call_compiled = xla == "whole_call"
+        self.iterator_windows = tf.function(self._iterator_windows)
+        self.array_windows = tf.function(
+            self._array_windows, reduce_retracing=True, jit_compile=self.whole_call_compiled
+        )
+        self.compiled_micro_sums = (
+            tf.function(micro_step.sums, jit_compile=True) if xla != "off" else micro_step.sums
+        )
+
+    def iterator_function(self, iterator):
+        """The traced graph one call runs for ``iterator``:
+        ``(iterator, max_windows, accumulation_steps) -> (rows, done)``."""
+        return self.iterator_windows.get_concrete_function(
+            iterator, tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int64)
+        )
+
+    @property
+    def tracing_count(self) -> int:
+        """How many times the two window functions were traced."""
+        functions = (self.iterator_windows, self.array_windows)
+        return sum(f.experimental_get_tracing_count() for f in functions)
+
+    def _iterator_windows(self, iterator, max_windows, accumulation_steps):
+        # XLA cannot compile an iterator's ops: with jit_compile, the micro-step is.
+        source = sources.IteratorSource(iterator)
+        return self._windows(source, self.compiled_micro_sums, max_windows, accumulation_steps)
+
+    def _array_windows(self, arrays, order, batch_size, rows, max_windows, accumulation_steps):
+        source = sources.ArraySource(arrays, order, self.state.array_cursor, batch_size, rows)
+        # Inside one XLA program already, the micro-step is not compiled
+        # again (XLA cannot nest the two).
+        micro_sums = self.micro_step.sums if self.whole_call_compiled else self.compiled_micro_sums
+        return self._windows(source, micro_sums, max_windows, accumulation_steps)
+
+    def _windows(self, source, micro_sums, max_windows, accumulation_steps):
+        """Runs up to ``max_windows`` windows, each micro-batch through
+        ``micro_sums``; returns ``(rows, done)``: one packed WindowResult row
+        per window, the first ``done`` of them filled.
+
+        Stops early when the data runs out or a due window is not finite
+        (so the error is raised with the weights of the update before it).
+        """
+        state, strategy = self.state, self.strategy
+        sums = strategy.run(state.replica_load, args=(self.micro_step.variables(),))
+        steps = state.micro_steps_in_window.read_value()
+        rows = self._result_rows()
+        done = tf.constant(0)
+        go_on = tf.constant(True)
+        while go_on and done < max_windows:
+            # Windows one at a time too: the next window's sums start from
+            # zeros, so without this its first micro-step could run while this
+            # window's gradients are still being applied (more memory at the peak).
+            tf.autograph.experimental.set_loop_options(parallel_iterations=1)
+            sums, steps, result = self._window(source, micro_sums, sums, steps, accumulation_steps)
+            with tf.name_scope("report"):
+                rows = rows.write(done, result.pack())
+            done += 1
+            go_on = not result.exhausted and (result.finite or not result.due)
+        if state.carries:
+            strategy.run(state.replica_store, args=(sums,))
+        state.micro_steps_in_window.assign(steps)
+        return rows.stack(), done
+
+    def _result_rows(self):
+        """A TensorArray for one packed WindowResult per window of a call."""
+        fields = [len(WindowResult._fields)]
+        if self.whole_call_compiled:  # XLA needs a fixed size: the most windows a call runs
+            return tf.TensorArray(tf.float64, self.capacity, element_shape=fields)
+        return tf.TensorArray(tf.float64, 0, dynamic_size=True, element_shape=fields)
+
+    def _window(self, source, micro_sums, sums, steps, k):
+        """One window, in four phases: accumulate, finish, apply, close."""
+        # The name scopes name the phases' ops in a profile (benchmarks/profile_dispatch.py).
+        tail = self.tail
+        sums, steps, consumed, exhausted = self._accumulate(source, micro_sums, sums, steps, k)
+        with tf.name_scope("all_reduce"):
+            totals = self._reduce(sums)
+        full = steps >= k
+        # A window ends full or with the data, so only "carry" keeps one open:
+        # a Python True adds no conditional over every sum to each window.
+        closes = full if tail == "carry" else True
+        due = full or (exhausted and tail == "flush" and totals.sample_count > 0)
+        with tf.name_scope("finish"):
+            loss, grads, finite = self.window_update.finish(totals, steps, k)
+        with tf.name_scope("update"):
+            # Micro-batches up to this window's end, for a rule whose schedule reads them.
+            micro_steps = self.state.micro_step + consumed if self.rule.schedule_step else None
+            applied = self.window_update.update(due and finite, grads, micro_steps)
+        with tf.name_scope("report"):
+            self.strategy.run(self._track_window, args=(due and finite, loss, totals.rows))
+            self.state.micro_step.assign_add(consumed)
+            result = WindowResult(
+                applied, due, finite, exhausted, loss, totals.sample_count, steps, consumed, k,
+                totals.rows,
+            )
+        with tf.name_scope("close"):
+            sums, steps = self._close(closes, sums, steps)
+        return sums, steps, result
+
+    def _accumulate(self, source, micro_sums, sums, steps, k):
+        """Micro-steps until the window is full or the data runs out."""
+
+        def micro_step(element, sums):
+            return self.strategy.run(self._replica_micro_step,
+                                     args=(element, sums, micro_sums, k))
+
+        return source.accumulate(micro_step, sums, steps, k)
+
+    def _replica_micro_step(self, element, sums, micro_sums, k):
+        """Adds one micro-batch to this replica's running sums (no communication)."""
+        rule = self.rule
+        micro = rule.contribution(micro_sums(*unpack(element), k))
+        if rule.clip_micro_batches:
+            micro = clip_mean_gradient(micro, self.window_update.optimizer)
+        if rule.apply_each_micro_batch:
+            self.window_update.apply(window.finish(micro.gradients, micro.normalizer))
+        micro = self.hooks.on_micro_batch(micro)
+        # Add once the whole backward pass is done. Added as each gradient
+        # arrives, a new sum would be allocated while the micro-batch's
+        # activations are still alive, raising the peak by the largest weight.
+        with tf.control_dependencies(micro.gradients), tf.name_scope("add_to_sums"):
+            return window.add(sums, micro)
+
+    def _reduce(self, sums):
+        """The window's totals across replicas (every replica holds the same)."""
+        reduced = self.strategy.run(self.hooks.reduce_window, args=(sums,))
+        return self.strategy.experimental_local_results(reduced)[0]
+
+    def _track_window(self, due, loss, rows):
+        """Keras's loss tracker sees each window's loss, weighted by its samples.
+
+        Runs in replica context, so each replica adds its share: the tracker's
+        sums across replicas are the window's.
+        """
+        if self.loss_tracker is not None and due:
+            share = tf.cast(self.strategy.num_replicas_in_sync, tf.float32)
+            self.loss_tracker.update_state(loss, sample_weight=rows / share)
+
+    def _close(self, closes, sums, steps):
+        """A closed window hands its sums to ``next_window`` (and the rule's);
+        an open one keeps them."""
+        if closes:
+            sums = self.strategy.run(self._next_window, args=(sums,))
+            steps = tf.constant(0, tf.int64)
+        return sums, steps
+
+    def _next_window(self, sums):
+        fresh = self.hooks.next_window(sums)
+        return self.rule.next_window(sums, fresh, self.micro_step.variables())
+
+
+#: Layers whose gradients XLA's CPU backend runs tens of times slower inside
+#: a loop than outside one (a known XLA issue, jax-ml/jax#12868: inside a
+#: loop body a convolution can get a layout its fast kernel does not take).
+#: Measured here: a small CNN's micro-step 2.4 s in the window loop, 0.05 s alone.
+_SLOW_IN_A_CPU_XLA_LOOP = (
+    keras.layers.Conv1D, keras.layers.Conv2D, keras.layers.Conv3D,
+    keras.layers.Conv1DTranspose, keras.layers.Conv2DTranspose, keras.layers.Conv3DTranspose,
+    keras.layers.DepthwiseConv1D, keras.layers.DepthwiseConv2D,
+    keras.layers.SeparableConv1D, keras.layers.SeparableConv2D,
+)
+
+
+def xla_mode(model, jit_compile: bool) -> str:
+    """How XLA compiles ``model``'s window loop: ``"off"`` without
+    ``jit_compile``; ``"whole_call"`` on arrays; ``"micro_step"`` (with a
+    warning) where XLA would slow the whole loop down: convolutions on a CPU."""
+    if not jit_compile:
+        return "off"
+    slow = _slow_in_a_cpu_xla_loop(model)
+    if slow:
+        _warn_micro_steps_compiled(slow)
+        return "micro_step"
+    return "whole_call"
+
+
+def _slow_in_a_cpu_xla_loop(model) -> list[str]:
+    """The kinds of ``model``'s layers that compiling the window loop with XLA
+    would slow down: convolutions, when TensorFlow sees no GPU."""
+    if tf.config.list_logical_devices("GPU"):
+        return []
+    return sorted({type(layer).__name__ for layer in _keras.flatten_layers(model)
+                   if isinstance(layer, _SLOW_IN_A_CPU_XLA_LOOP)})
+
+
+def _warn_micro_steps_compiled(slow_layers):
+    warnings.warn(
+        f"jit_compile=True on a CPU: XLA runs the gradients of {', '.join(slow_layers)} "
+        "layers tens of times slower inside a loop than alone (a known XLA issue, "
+        "jax-ml/jax#12868), so gaviz compiles each micro-step with XLA, not the whole "
+        "window loop. The numbers are the same either way.",
+        stacklevel=5,  # the line that made the trainer
+    )
