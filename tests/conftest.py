@@ -6,6 +6,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # test module imports it (the README's examples, run here too, begin so).
 import gaviz.quiet  # noqa: E402,F401
 
+# isort: split
 import numpy as np
 import pytest
 
@@ -16,6 +17,28 @@ def regression_data():
     x = rng.normal(size=(100, 5)).astype("float32")
     y = (np.sin(x[:, :1]) + 0.1 * rng.normal(size=(100, 1))).astype("float32")
     return x, y
+
+
+#: The end-to-end tests, by path or node id: a newcomer's whole journeys (every
+#: lesson run in JupyterLab and solved, the wheel installed into a new
+#: environment, a first run's terminal, every benchmark script, the docs site).
+#: `make test-e2e` runs them (-m e2e) after `make test` (-m "not e2e"), which
+#: holds the unit, exactness and convention tests and stays under ten minutes.
+E2E = (
+    "tests/browser/",
+    "tests/test_solved_lessons.py",
+    "tests/test_wheel.py",
+    "tests/test_first_run.py",
+    "tests/test_lessons.py::test_lesson_runs_top_to_bottom",
+    "tests/test_benchmarks.py::test_every_benchmark_runs_and_reports",
+    "tests/test_benchmarks.py::test_accumulation_holds_one_micro_batch_of_activations_at_a_time",
+)
+
+
+def pytest_itemcollected(item):
+    """Marks the end-to-end tests (E2E) ``e2e``, before -m selects."""
+    if item.nodeid.startswith(E2E):
+        item.add_marker(pytest.mark.e2e)
 
 
 BROWSER_WALK = "test_lessons_open_clean_and_run_without_red"
