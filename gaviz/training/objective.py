@@ -292,12 +292,12 @@ _DIVIDES_BY = {
 
 def _values(loss, y_true, y_pred):
     """Per-element losses and their Keras mask (or None), as ``Loss.__call__`` makes them."""
-    in_mask = _keras_mask(y_pred)
+    in_mask = _keras.get_keras_mask(y_pred)
     dtype = getattr(loss, "dtype", None) or "float32"
     y_pred_cast = tf.cast(y_pred, dtype) if y_pred.dtype.is_floating else y_pred
     y_true_cast = tf.cast(y_true, dtype)
     values = loss.call(y_true_cast, y_pred_cast)
-    out_mask = _keras_mask(values)
+    out_mask = _keras.get_keras_mask(values)
     if in_mask is not None and out_mask is not None:
         mask = tf.logical_and(tf.cast(in_mask, tf.bool), tf.cast(out_mask, tf.bool))
     else:
@@ -323,11 +323,6 @@ def _checked_values(loss, y_true, y_pred):
         ) from error
     checks.check_targets(y_true, y_pred, values)
     return values, mask
-
-
-def _keras_mask(tensor):
-    """The mask Keras attached to ``tensor``, or None."""
-    return _keras.get_keras_mask(tensor)
 
 
 def _at(path, structure):
