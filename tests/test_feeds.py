@@ -42,7 +42,7 @@ def test_updates_per_epoch(tail, carried, expected):
 def test_arrays_become_an_array_feed_cut_in_the_graph():
     recorder = Recorder()
     x, y = arrays(10)
-    feed = feeds.make_feed(x, y, 4, False, None, make_mlp(), STRATEGY, recorder.windows)
+    feed = feeds.make_feed(feeds.FitData(x, y, 4, False), make_mlp(), STRATEGY, recorder.windows)
     assert isinstance(feed, feeds.ArrayFeed) and feed.micro_batches() == 3
     feed.epoch()(tf.constant(2), tf.constant(3, tf.int64))
     assert int(recorder.cursor.numpy()) == 0  # every epoch starts at its first row
@@ -54,7 +54,7 @@ def test_a_dataset_is_traced_once_for_every_epoch():
     recorder = Recorder()
     x, y = arrays(6)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
-    feed = feeds.make_feed(dataset, None, None, True, None, make_mlp(), STRATEGY, recorder.windows)
+    feed = feeds.make_feed(feeds.FitData(dataset), make_mlp(), STRATEGY, recorder.windows)
     assert isinstance(feed, feeds.DatasetFeed) and feed.micro_batches() == 3
     for _ in range(2):
         taken = feed.epoch()(tf.constant(3), tf.constant(1, tf.int64))
@@ -69,14 +69,14 @@ def test_bad_data_is_named_as_the_argument_x():
     x, y = arrays(4)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
     with pytest.raises(ValueError, match="`y` must be None when `x` is a tf.data.Dataset"):
-        feeds.make_feed(dataset, y, None, True, None, model, STRATEGY, recorder.windows)
+        feeds.make_feed(feeds.FitData(dataset, y), model, STRATEGY, recorder.windows)
     with pytest.raises(TypeError, match="`x` must be a tf.data.Dataset.*Received: a tuple"):
-        feeds.make_feed((x, y), None, None, True, None, model, STRATEGY, recorder.windows)
+        feeds.make_feed(feeds.FitData((x, y)), model, STRATEGY, recorder.windows)
     with pytest.raises(ValueError, match="`x` is empty"):
-        feeds.make_feed(dataset.take(0), None, None, True, None, model, STRATEGY,
+        feeds.make_feed(feeds.FitData(dataset.take(0)), model, STRATEGY,
                         recorder.windows).first()
     with pytest.raises(ValueError, match="`batch_size` must be an integer >= 1"):
-        feeds.make_feed(x, y, 0, True, None, model, STRATEGY, recorder.windows)
+        feeds.make_feed(feeds.FitData(x, y, 0, True), model, STRATEGY, recorder.windows)
 
 
 def test_a_cache_is_found_among_a_datasets_inputs():
@@ -92,10 +92,10 @@ def test_the_first_micro_batch_of_a_cached_dataset_is_its_first():
     recorder = Recorder()
     x, y = arrays(6)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(4).cache()
-    feed = feeds.make_feed(dataset, None, None, True, None, make_mlp(), STRATEGY, recorder.windows)
+    feed = feeds.make_feed(feeds.FitData(dataset), make_mlp(), STRATEGY, recorder.windows)
     np.testing.assert_array_equal(feed.first()[0], x[:4])
     with pytest.raises(ValueError, match="`x` is empty"):
-        feeds.make_feed(dataset.take(0).cache(), None, None, True, None, make_mlp(), STRATEGY,
+        feeds.make_feed(feeds.FitData(dataset.take(0).cache()), make_mlp(), STRATEGY,
                         recorder.windows).first()
 
 
@@ -104,18 +104,55 @@ def test_inputs_alone_are_micro_batches_without_targets_when_none_are_needed():
     with y=None, or a dataset of x; its micro-batches are (x, None)."""
     recorder, model = Recorder(), make_mlp()
     x, _ = arrays(6)
-    feed = feeds.make_feed(x, None, 4, False, None, model, STRATEGY, recorder.windows,
+    feed = feeds.make_feed(feeds.FitData(x, None, 4, False), model, STRATEGY, recorder.windows,
                            targets=False)
     inputs, targets = feed.first()
     np.testing.assert_array_equal(inputs, x[:4])
     assert targets is None
     dataset = tf.data.Dataset.from_tensor_slices(x).batch(4)
-    feed = feeds.make_feed(dataset, None, None, True, None, model, STRATEGY, recorder.windows,
+    feed = feeds.make_feed(feeds.FitData(dataset), model, STRATEGY, recorder.windows,
                            targets=False)
     inputs, targets = feed.first()
     np.testing.assert_array_equal(inputs, x[:4])
     assert targets is None
     with pytest.raises(TypeError, match=r"`x` elements must be tuples \(x, y\)"):
-        feeds.make_feed(dataset, None, None, True, None, model, STRATEGY, recorder.windows)
+        feeds.make_feed(feeds.FitData(dataset), model, STRATEGY, recorder.windows)
     with pytest.raises(ValueError, match="`y` must be given"):
-        feeds.make_feed(x, None, 4, False, None, model, STRATEGY, recorder.windows)
+        feeds.make_feed(feeds.FitData(x, None, 4, False), model, STRATEGY, recorder.windows)
+
+
+def test_the_feed_knows_the_data_fit_asks_about():
+    """Micro-batch size, effective batch, epoch length and validation rows come
+    from the feed: the trainer and the epoch loop ask it, not x."""
+    recorder, model = Recorder(), make_mlp()
+    x, y = arrays(10)
+    feed = feeds.make_feed(feeds.FitData(x, y, 4, False, validation_split=0.2, steps_per_epoch=2),
+                           model, STRATEGY, recorder.windows)
+    assert (feed.micro_batch_size, feed.effective_batch_size(3), feed.steps_per_epoch) == (4, 12, 2)
+    assert feed.rows == 8 and feed.micro_batches() == 2  # the last 2 rows validate
+    val_x, val_y, val_w = feed.validation_data
+    np.testing.assert_array_equal(val_x, x[8:])
+    assert val_w is None
+    given = (x[:2], y[:2])
+    feed = feeds.make_feed(feeds.FitData(x, y, 4, validation_split=0.2, validation_data=given),
+                           model, STRATEGY, recorder.windows)
+    assert feed.rows == 10 and feed.validation_data is given  # given data wins, as in Keras
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
+    feed = feeds.make_feed(feeds.FitData(dataset), model, STRATEGY, recorder.windows)
+    assert (feed.micro_batch_size, feed.effective_batch_size(3)) == (None, None)
+    assert (feed.steps_per_epoch, feed.validation_data) == (None, None)
+
+
+def test_bad_epoch_and_validation_arguments_are_named():
+    recorder, model = Recorder(), make_mlp()
+    x, y = arrays(10)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
+    with pytest.raises(ValueError, match="`validation_split` must be a fraction"):
+        feeds.make_feed(feeds.FitData(x, y, validation_split=1.0), model, STRATEGY, recorder.windows)
+    with pytest.raises(ValueError, match="`validation_split` takes arrays apart"):
+        feeds.make_feed(feeds.FitData(dataset, validation_split=0.5), model, STRATEGY,
+                        recorder.windows)
+    with pytest.raises(ValueError, match="`steps_per_epoch` must be an integer >= 1"):
+        feeds.make_feed(feeds.FitData(x, y, steps_per_epoch=0), model, STRATEGY, recorder.windows)
+    with pytest.raises(ValueError, match="steps_per_epoch"):
+        feeds.make_feed(feeds.FitData(dataset.repeat()), model, STRATEGY, recorder.windows)

@@ -1,10 +1,17 @@
 """What ``fit`` trains on: its data as epochs of graph calls.
 
-A feed turns ``fit``'s ``x``, ``y``, ``batch_size``, ``shuffle`` and
-``sample_weight`` into epochs: each epoch is a function ``call(max_windows,
-accumulation_steps) -> (rows, done)`` that runs windows of the data's next
-micro-batches. A feed is given the window functions and the array cursor
-(:class:`WindowFunctions`), not the trainer.
+A feed is the one object that knows ``fit``'s data. :func:`make_feed` takes
+the arguments that describe it (:class:`FitData`), checks them once, and
+returns a feed that answers what the trainer and the epoch loop ask: the
+micro-batch size and effective batch, how many micro-batches an epoch holds,
+whether the data ends, the epoch's length in updates (``steps_per_epoch``)
+and the validation data (``validation_split``'s rows, or
+``validation_data``). Nothing else inspects ``x``.
+
+Each epoch is a function ``call(max_windows, accumulation_steps) -> (rows,
+done)`` that runs windows of the data's next micro-batches. A feed is given
+the window functions and the array cursor (:class:`WindowFunctions`), not
+the trainer.
 
 - :class:`DatasetFeed`: a ``tf.data.Dataset`` of micro-batches (distributed
   when the strategy has several replicas or workers); a Keras ``PyDataset``
@@ -15,7 +22,7 @@ micro-batches. A feed is given the window functions and the array cursor
 from __future__ import annotations
 
 import types
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import keras
 import tensorflow as tf
@@ -41,6 +48,20 @@ class WindowFunctions(NamedTuple):
     array_cursor: tf.Variable
 
 
+class FitData(NamedTuple):
+    """``fit``'s arguments that describe its data, as the user gave them."""
+
+    x: Any
+    y: Any = None
+    batch_size: int | None = None
+    shuffle: bool = True
+    sample_weight: Any = None
+    class_weight: Any = None
+    validation_split: float = 0.0
+    validation_data: Any = None
+    steps_per_epoch: int | None = None
+
+
 #: Data that comes in batches already (Keras's own kinds besides arrays):
 #: ``fit`` takes no ``y``, ``batch_size`` or ``sample_weight`` with it.
 BATCHED = (tf.data.Dataset, keras.utils.PyDataset, types.GeneratorType)
@@ -63,11 +84,11 @@ def updates_per_epoch(micro_batches: int | None, accumulation_steps: int, tail: 
     return micro_batches // accumulation_steps
 
 
-def make_feed(x, y, batch_size, shuffle, sample_weight, model, strategy,
-              windows: WindowFunctions, class_weight=None, targets: bool = True):
-    """A :class:`DatasetFeed` or an :class:`ArrayFeed` for ``fit``'s arguments,
+def make_feed(data: FitData, model, strategy, windows: WindowFunctions, targets: bool = True):
+    """A :class:`DatasetFeed` or an :class:`ArrayFeed` for ``fit``'s data,
     turned into micro-batches by Keras's own data adapters, as ``Model.fit``
-    turns them into batches (``class_weight`` included).
+    turns them into batches (``class_weight`` included), after
+    ``validation_split`` has taken its rows.
 
     ``targets``: False for a model whose loss its layers add with
     ``add_loss``, which may be given inputs alone (``y=None``, or a dataset
@@ -76,16 +97,62 @@ def make_feed(x, y, batch_size, shuffle, sample_weight, model, strategy,
     Raises:
         TypeError, ValueError: the arguments do not describe micro-batches.
     """
+    steps_per_epoch = data.steps_per_epoch
+    if steps_per_epoch is not None:
+        steps_per_epoch = checks.check_positive_int("steps_per_epoch", steps_per_epoch)
+    if not isinstance(data.x, BATCHED):
+        for name in ("x", "y", "sample_weight"):
+            checks.check_array_dtypes(name, getattr(data, name))
+    data = _split_validation(data)
+    feed = _micro_batches(data, model, strategy, windows, targets)
+    checks.check_epoch_ends(feed.endless(), steps_per_epoch)
+    feed.steps_per_epoch, feed.validation_data = steps_per_epoch, data.validation_data
+    return feed
+
+
+def _split_validation(data: FitData) -> FitData:
+    """``data`` after ``validation_split``: the last fraction of the arrays
+    becomes the validation data, taken before any shuffling (Keras's own
+    split); ignored when ``validation_data`` is given.
+
+    Raises:
+        ValueError: the fraction is not in [0, 1), or ``x`` is not arrays.
+    """
+    fraction = data.validation_split
+    if not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
+        raise ValueError(
+            "`validation_split` must be a fraction in [0, 1). "
+            f"Received: validation_split={fraction!r}"
+        )
+    if not fraction or data.validation_data is not None:
+        return data
+    if isinstance(data.x, BATCHED):
+        raise ValueError(
+            "`validation_split` takes arrays apart, as in Model.fit; `x` is a "
+            f"{type(data.x).__name__}: pass `validation_data` instead. "
+            f"Received: validation_split={fraction}"
+        )
+    (x, y, sample_weight), validation_data = _keras.train_validation_split(
+        (data.x, data.y, data.sample_weight), validation_split=fraction
+    )
+    return data._replace(x=x, y=y, sample_weight=sample_weight, validation_data=validation_data)
+
+
+def _micro_batches(data: FitData, model, strategy, windows, targets):
+    """The feed for ``data``'s kind: a dataset, a PyDataset or generator, or arrays."""
+    x, class_weight = data.x, data.class_weight
     if isinstance(x, tf.data.Dataset):
-        _check_batched_already(x, "a tf.data.Dataset", y, batch_size, sample_weight)
+        _check_batched_already(data, "a tf.data.Dataset")
         checks.check_dataset(x, model, name="x", targets=targets)
         if class_weight is not None:
             x = x.map(_keras.make_class_weight_map_fn(class_weight))
         return DatasetFeed(x if targets else _paired(x), strategy, windows)
     if isinstance(x, (keras.utils.PyDataset, types.GeneratorType)):
-        kind = "a PyDataset" if isinstance(x, keras.utils.PyDataset) else "a generator"
-        _check_batched_already(x, kind, y, batch_size, sample_weight)
-        adapter = _keras.get_data_adapter(x, class_weight=class_weight, shuffle=bool(shuffle))
+        _check_batched_already(
+            data, "a PyDataset" if isinstance(x, keras.utils.PyDataset) else "a generator"
+        )
+        adapter = _keras.get_data_adapter(x, class_weight=class_weight,
+                                          shuffle=bool(data.shuffle))
         dataset = adapter.get_tf_dataset()
         return DatasetFeed(dataset if targets else _paired(dataset), strategy, windows,
                            adapter.on_epoch_end)
@@ -95,13 +162,16 @@ def make_feed(x, y, batch_size, shuffle, sample_weight, model, strategy,
             "dict or list of arrays) given with `y`. Received: a tuple; pass "
             "fit(x, y, batch_size=...) or a tf.data.Dataset."
         )
-    batch_size = checks.check_positive_int("batch_size", 32 if batch_size is None else batch_size)
+    batch_size = 32 if data.batch_size is None else data.batch_size
+    batch_size = checks.check_positive_int("batch_size", batch_size)
+    sample_weight = data.sample_weight
     if class_weight is not None:
-        sample_weight = _class_weights(y, sample_weight, class_weight)
-    arrays, rows = sources.as_arrays(x, y, sample_weight, targets)
+        sample_weight = _class_weights(data.y, sample_weight, class_weight)
+    arrays, rows = sources.as_arrays(x, data.y, sample_weight, targets)
     if _distributed(strategy):
-        return DatasetFeed(_array_dataset(arrays, rows, batch_size, shuffle), strategy, windows)
-    return ArrayFeed(arrays, rows, batch_size, bool(shuffle), windows)
+        dataset = _array_dataset(arrays, rows, batch_size, data.shuffle)
+        return DatasetFeed(dataset, strategy, windows, micro_batch_size=batch_size)
+    return ArrayFeed(arrays, rows, batch_size, bool(data.shuffle), windows)
 
 
 def _paired(dataset):
@@ -113,8 +183,9 @@ def _paired(dataset):
     return dataset.map(lambda x: (x, None))  # a 1-tuple's one element is x too
 
 
-def _check_batched_already(x, kind, y, batch_size, sample_weight) -> None:
-    for name, value in (("y", y), ("batch_size", batch_size), ("sample_weight", sample_weight)):
+def _check_batched_already(data: FitData, kind) -> None:
+    for name in ("y", "batch_size", "sample_weight"):
+        value = getattr(data, name)
         if value is not None:
             raise ValueError(
                 f"`{name}` must be None when `x` is {kind}: its elements are already "
@@ -137,14 +208,42 @@ def _class_weights(y, sample_weight, class_weight):
     return _keras.class_weight_to_sample_weights(y, class_weight)
 
 
-class DatasetFeed:
+class Feed:
+    """What every feed answers besides its epochs (:func:`make_feed` sets the
+    last two from ``fit``'s arguments).
+
+    Attributes:
+        micro_batch_size: rows per micro-batch of arrays; None for data that
+            comes batched already.
+        steps_per_epoch: updates per epoch, or None: an epoch is a pass.
+        validation_data: ``validation_data``, or the rows ``validation_split``
+            took from the arrays, or None.
+    """
+
+    micro_batch_size: int | None = None
+    steps_per_epoch: int | None = None
+    validation_data = None
+
+    def effective_batch_size(self, accumulation_steps: int) -> int | None:
+        """``accumulation_steps * micro_batch_size``, what ``Model.fit`` calls
+        ``batch_size`` (and validates in too); None for batched data, for
+        which Model.fit has none."""
+        if self.micro_batch_size is None:
+            return None
+        return accumulation_steps * self.micro_batch_size
+
+
+class DatasetFeed(Feed):
     """Epochs of a ``tf.data.Dataset`` of micro-batches (distributed if the strategy is).
 
     ``end_epoch``: called after each epoch (a Keras PyDataset's ``on_epoch_end``).
+    ``micro_batch_size``: given when the dataset was made from arrays.
     """
 
-    def __init__(self, dataset, strategy, windows: WindowFunctions, end_epoch=None):
+    def __init__(self, dataset, strategy, windows: WindowFunctions, end_epoch=None,
+                 micro_batch_size: int | None = None):
         self.dataset, self.windows = dataset, windows
+        self.micro_batch_size = micro_batch_size
         self.end_epoch = end_epoch or (lambda: None)
         self.element_spec = dataset.element_spec
         self.source = dataset
@@ -192,18 +291,18 @@ class DatasetFeed:
         return lambda max_windows, k: self._function(iterator, max_windows, k)
 
 
-class ArrayFeed:
+class ArrayFeed(Feed):
     """Epochs of in-memory arrays, cut into micro-batches inside the graph."""
 
     def __init__(self, arrays, rows, batch_size, shuffle, windows: WindowFunctions):
         self.arrays, self.rows = arrays, rows
-        self.batch_size, self.shuffle, self.windows = batch_size, shuffle, windows
+        self.micro_batch_size, self.shuffle, self.windows = batch_size, shuffle, windows
         self.element_spec = tf.nest.map_structure(
             lambda t: None if t is None else tf.TensorSpec((None, *t.shape[1:]), t.dtype), arrays
         )
 
     def micro_batches(self) -> int:
-        return -(-self.rows // self.batch_size)
+        return -(-self.rows // self.micro_batch_size)
 
     def endless(self) -> bool:
         return False
@@ -212,7 +311,7 @@ class ArrayFeed:
         """Nothing to do: each pass draws its own row order."""
 
     def first(self):
-        size = min(self.batch_size, self.rows)
+        size = min(self.micro_batch_size, self.rows)
         if size == 0:
             raise ValueError("`x` is empty: it has no rows.")
         return tf.nest.map_structure(lambda t: None if t is None else t[:size], self.arrays)
@@ -223,7 +322,7 @@ class ArrayFeed:
         order = sources.epoch_order(self.rows, self.shuffle)
         function = self.windows.for_arrays
         return lambda max_windows, k: function(
-            self.arrays, order, self.batch_size, self.rows, max_windows, k
+            self.arrays, order, self.micro_batch_size, self.rows, max_windows, k
         )
 
 

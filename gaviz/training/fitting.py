@@ -22,12 +22,12 @@ from gaviz.training.window import WindowResult
 
 
 def fit(trainer, feed, epochs, updates, callbacks, verbose, validation,
-        steps_per_epoch: int | None = None, state_watch=None) -> History:
+        state_watch=None) -> History:
     """Trains ``trainer`` on ``feed`` for ``epochs`` (a range of epoch numbers
     counted from 1); see ``AccumulationTrainer.fit``.
 
-    With ``steps_per_epoch``, an epoch is that many updates, and a pass over
-    the data goes on across epochs, as in Keras's ``EpochIterator``. A
+    With the feed's ``steps_per_epoch``, an epoch is that many updates, and a
+    pass over the data goes on across epochs, as in Keras's ``EpochIterator``. A
     ``state_watch`` (:class:`gaviz.training.batch_layers.StateWatch`) is checked after
     the first graph call.
 
@@ -37,6 +37,7 @@ def fit(trainer, feed, epochs, updates, callbacks, verbose, validation,
     ``on_train_end`` is called before it propagates.
     """
     verbose = checks.check_verbose(verbose)
+    steps_per_epoch = feed.steps_per_epoch
     steps = steps_per_epoch or _updates_per_epoch(trainer, feed, epochs.start)
     history = History()  # Keras's History, as Model.fit adds it, with the updates too
     callback_list = keras.callbacks.CallbackList(

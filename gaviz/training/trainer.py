@@ -427,23 +427,16 @@ class AccumulationTrainer(tf.Module):
         initial_epoch = checks.check_int_at_least("initial_epoch", initial_epoch, 0)
         updates = checks.check_callbacks(on_update)
         checks.check_backups(callbacks, self.tail == "carry" or self.rule.sums_outlive_updates)
-        if steps_per_epoch is not None:
-            steps_per_epoch = checks.check_positive_int("steps_per_epoch", steps_per_epoch)
         self._follow_compile()
-        if not isinstance(x, feeds.BATCHED):
-            for name, arrays in (("x", x), ("y", y), ("sample_weight", sample_weight)):
-                checks.check_array_dtypes(name, arrays)
-        (x, y, sample_weight), validation_data = validation.split(
-            x, y, sample_weight, validation_split, validation_data
-        )
-        feed = feeds.make_feed(x, y, batch_size, shuffle, sample_weight, self.model,
-                               self.strategy, self._windows(), class_weight,
+        data = feeds.FitData(x, y, batch_size, shuffle, sample_weight, class_weight,
+                             validation_split, validation_data, steps_per_epoch)
+        feed = feeds.make_feed(data, self.model, self.strategy, self._windows(),
                                targets=not self._added_loss_only)
-        checks.check_epoch_ends(feed.endless(), steps_per_epoch)
         self._prepare(feed)
+        k = self.accumulation_steps_for(initial_epoch + 1)
         checked = validation.Validation.make(
-            validation_data,
-            validation_batch_size or self._effective_batch_size(x, batch_size, initial_epoch),
+            feed.validation_data,
+            validation_batch_size or feed.effective_batch_size(k),
             validation_freq,
             validation_steps and checks.check_positive_int("validation_steps", validation_steps),
             targets=not self._added_loss_only,
@@ -453,15 +446,8 @@ class AccumulationTrainer(tf.Module):
             state_watch, self._state_watched = batch_layers.StateWatch(self.model), True
         return fitting.fit(
             self, feed, range(initial_epoch + 1, epochs + 1), updates, callbacks, verbose,
-            checked, steps_per_epoch, state_watch,
+            checked, state_watch,
         )
-
-    def _effective_batch_size(self, x, batch_size, initial_epoch) -> int | None:
-        """``k * batch_size`` for arrays (Model.fit's ``batch_size``, which it
-        validates in too); None for batched data, as Model.fit has none."""
-        if isinstance(x, feeds.BATCHED):
-            return None
-        return self.accumulation_steps_for(initial_epoch + 1) * (batch_size or 32)
 
     def _windows(self) -> feeds.WindowFunctions:
         """What a feed needs of this trainer: its window functions and array cursor."""

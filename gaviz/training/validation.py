@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import keras
 
-from gaviz import _keras
 from gaviz.training import checks, feeds
 
 
@@ -58,27 +57,3 @@ class Validation:
             steps=self.steps, callbacks=callbacks, return_dict=True,
         )
         return {f"val_{name}": float(value) for name, value in logs.items()}
-
-
-def split(x, y, sample_weight, validation_split, validation_data):
-    """``((x, y, sample_weight), validation_data)`` after ``validation_split``:
-    the last fraction of the arrays becomes the validation data, taken before
-    any shuffling (Keras's own split); ignored when ``validation_data`` is given.
-
-    Raises:
-        ValueError: the fraction is not in [0, 1), or ``x`` is not arrays.
-    """
-    if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
-        raise ValueError(
-            "`validation_split` must be a fraction in [0, 1). "
-            f"Received: validation_split={validation_split!r}"
-        )
-    if not validation_split or validation_data is not None:
-        return (x, y, sample_weight), validation_data
-    if isinstance(x, feeds.BATCHED):
-        raise ValueError(
-            "`validation_split` takes arrays apart, as in Model.fit; `x` is a "
-            f"{type(x).__name__}: pass `validation_data` instead. "
-            f"Received: validation_split={validation_split}"
-        )
-    return _keras.train_validation_split((x, y, sample_weight), validation_split=validation_split)
