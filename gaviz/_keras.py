@@ -33,6 +33,10 @@ from keras.src.trainers.data_adapters.data_adapter_utils import class_weight_to_
 # keras/src/trainers/data_adapters/tf_dataset_adapter.py: class_weight mapped onto a dataset.
 from keras.src.trainers.data_adapters.tf_dataset_adapter import make_class_weight_map_fn
 
+# keras/src/trainers/trainer.py: Keras's rule for jit_compile="auto" (every
+# layer supports XLA, op determinism off, no GPU on an Apple-silicon Mac).
+from keras.src.trainers.trainer import model_supports_jit
+
 #: The oldest Keras gaviz runs on (pyproject.toml's bound; CI runs it). Keras
 #: 3.14 adds an activity regularizer's loss as a mean over the batch
 #: (keras/src/layers/layer.py, Layer.__call__); before, as a sum, which
@@ -56,7 +60,7 @@ def check_version(version: str | None = None) -> None:
 
 #: The private functions imported above (tests check each is there).
 NAMES = ("get_data_adapter", "train_validation_split", "class_weight_to_sample_weights",
-         "make_class_weight_map_fn", "get_keras_mask")
+         "make_class_weight_map_fn", "get_keras_mask", "model_supports_jit")
 
 
 # keras/src/trainers/trainer.py: what Trainer.compile sets on a model, and

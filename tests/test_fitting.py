@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from helpers import make_mlp
 
-from gaviz.training import fitting
+from gaviz.training import feeds, fitting
 from gaviz.training.call_size import CallSize
 from gaviz.training.history import NonFiniteUpdate
 from gaviz.training.window import WindowResult
@@ -19,7 +19,7 @@ def result(applied=True, due=True, finite=True, exhausted=False, loss=0.5, rows=
                         rows).pack()
 
 
-class ScriptedFeed:
+class ScriptedFeed(feeds.Feed):
     """An epoch is a list of calls, each a list of packed results."""
 
     def __init__(self, epochs):

@@ -140,3 +140,27 @@ def test_a_non_finite_window_is_not_applied(regression_data):
     windows = group_windows(micro_of(x, y), K, "flush", 1)[:2]
     train_big_batches(reference, keras.optimizers.Adam(0.01), MSE, windows)
     assert weight_gap(model, reference) < TOLERANCE
+
+
+@pytest.mark.skipif(bool(tf.config.list_logical_devices("GPU")), reason="a CPU's XLA issue")
+def test_auto_chooses_xla_as_keras_does_but_not_for_convolutions_on_a_cpu(regression_data, caplog):
+    """jit_compile="auto": XLA where every layer supports it (Keras's own rule)
+    and it is not slower on the device; the choice is an attribute and a log line."""
+    x, y = regression_data
+    sgd = keras.optimizers.SGD
+    with caplog.at_level("INFO", logger="gaviz"):
+        mlp = gaviz.AccumulationTrainer(make_mlp(), sgd(0.1), "mse", K, jit_compile="auto")
+    assert mlp.jit_compile and mlp.window_loop.whole_call_compiled
+    assert "jit_compile='auto'" in caplog.text and "compiles each graph call" in caplog.text
+    reference = gaviz.AccumulationTrainer(make_mlp(), sgd(0.1), "mse", K, jit_compile=False)
+    assert not reference.jit_compile
+    for trainer in (mlp, reference):
+        trainer.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0)
+    assert weight_gap(mlp.model, reference.model) < TOLERANCE
+    cnn = gaviz.AccumulationTrainer(small_cnn(), sgd(0.1), "mse", K, jit_compile="auto")
+    assert not cnn.jit_compile and cnn.window_loop.xla == "off"  # no warning either
+    no_xla = make_mlp()
+    no_xla.layers[0].supports_jit = False  # as a layer without XLA kernels says
+    assert not gaviz.AccumulationTrainer(no_xla, sgd(0.1), "mse", K, jit_compile="auto").jit_compile
+    with pytest.raises(ValueError, match=r"`jit_compile` must be one of \('auto', True, False\)"):
+        gaviz.AccumulationTrainer(make_mlp(), sgd(0.1), "mse", K, jit_compile="xla")

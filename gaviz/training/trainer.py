@@ -10,11 +10,12 @@ code one call runs is in :mod:`gaviz.training.window_loop`: windows of micro-ste
 
 from __future__ import annotations
 
+import logging
 from typing import Callable, Iterable
 
 import tensorflow as tf
 
-from gaviz import _keras, _tensorflow
+from gaviz import _keras, _sources, _tensorflow
 from gaviz.training import (
     added_loss,
     batch_layers,
@@ -35,6 +36,14 @@ from gaviz.training.state import TrainerState
 from gaviz.training.window import WindowSums
 from gaviz.training.window_loop import Hooks, WindowLoop
 from gaviz.training.window_update import WindowUpdate
+
+_LOG = logging.getLogger("gaviz")
+#: What each XLA mode compiles, as the log says it.
+_XLA_SAYS = {
+    "off": "off (plain TensorFlow graphs)",
+    "whole_call": "compiles each graph call on arrays whole, and each micro-step of a dataset",
+    "micro_step": "compiles each micro-step",
+}
 
 
 class AccumulationTrainer(tf.Module):
@@ -97,16 +106,21 @@ class AccumulationTrainer(tf.Module):
             batch); ``"weights"``, its total sample weight, e.g. the number of
             real tokens when the weights mask padding (the fix Hugging Face
             adopted for token-level losses); ``"sum"``, nothing.
-        jit_compile: compile with XLA (the model's layers need XLA kernels).
-            On arrays (``fit(x, y)``) the whole graph call is one XLA program,
-            which on a small model removes most of what a window costs beyond
-            its arithmetic (benchmarks/bench_dispatch.py); on a dataset, whose
-            iterator XLA cannot compile, each micro-step is, and so on a CPU
-            for a model with convolutions, whose gradients XLA runs tens of
-            times slower inside a loop (a warning says so). Still one
-            micro-batch's activations at a time, but XLA's peak holds several
-            copies of the weights (benchmarks/bench_memory.py): where memory
-            is the constraint, leave it off.
+        jit_compile: ``False`` (default), ``True`` or ``"auto"``: compile
+            with XLA. On arrays (``fit(x, y)``) the whole graph call is one
+            XLA program, which on a small model removes most of what a window
+            costs beyond its arithmetic (benchmarks/bench_dispatch.py); on a
+            dataset, whose iterator XLA cannot compile, each micro-step is.
+            ``True`` forces it: on a CPU, for a model with convolutions, whose
+            gradients XLA runs tens of times slower inside a loop
+            (jax-ml/jax#12868), only the micro-steps, with a warning.
+            ``"auto"`` turns XLA on where Keras's own ``jit_compile="auto"``
+            does (every layer has XLA kernels) and XLA is not slower on the
+            device (no convolution on a CPU); ``trainer.jit_compile`` says
+            what was chosen, and so does the ``"gaviz"`` logger at INFO.
+            Still one micro-batch's activations at a time, but XLA's peak
+            holds copies of the weights (benchmarks/bench_memory.py): where
+            memory is the constraint, leave it off.
         strategy: a ``tf.distribute.Strategy`` (default: the one in scope).
             Build the model and optimizer under ``strategy.scope()`` and batch
             the dataset with the global micro-batch size: each global
@@ -160,7 +174,7 @@ class AccumulationTrainer(tf.Module):
         accumulation_steps: int | Callable[[int], int] | None = None,
         tail: str = "flush",
         normalize: str | None = None,
-        jit_compile: bool = False,
+        jit_compile: bool | str = False,
         strategy: tf.distribute.Strategy | None = None,
         windows_per_call: int | str = "auto",
         metrics=None,
@@ -180,7 +194,9 @@ class AccumulationTrainer(tf.Module):
         self.call_size = call_size.CallSize(
             self.windows_per_call, call_size.worker_count(self.strategy)
         )
-        self.model, self.jit_compile = model, bool(jit_compile)
+        self.model = model
+        self._jit_compile_asked = checks.check_one_of("jit_compile", jit_compile,
+                                                      ("auto", True, False))
         batch_layers.warn_batch_dependent(model, "k" if callable(accumulation_steps)
                                           else self.accumulation_steps)
         self._compile(optimizer, loss, normalize, metrics, loss_weights)
@@ -197,10 +213,16 @@ class AccumulationTrainer(tf.Module):
         update = WindowUpdate(self.model, self.optimizer, self.own_loss or self.objective,
                               self.rule, self.state.skipped_windows)
         hooks = Hooks(self.on_micro_batch, self.reduce_window, self.next_window)
+        xla = window_loop.xla_mode(self.model, self._jit_compile_asked)
+        #: Whether XLA compiles the window loop or its micro-steps (what
+        #: ``jit_compile="auto"`` chose, as Keras's ``model.jit_compile`` says).
+        self.jit_compile = xla != "off"
+        _LOG.info("gaviz: jit_compile=%r for %s: XLA %s", self._jit_compile_asked,
+                  self.model.name, _XLA_SAYS[xla])
         return WindowLoop(
             micro_step, update, self.state, self.strategy, hooks, self.rule, self.tail,
             loss_tracker=_keras.loss_tracker(self.model), capacity=self.call_size.capacity,
-            xla=window_loop.xla_mode(self.model, self.jit_compile),
+            xla=xla,
         )
 
     def _compile(self, optimizer, loss, normalize, metrics, loss_weights):
@@ -422,6 +444,7 @@ class AccumulationTrainer(tf.Module):
         Whatever is raised, ``on_train_end`` is called first, and the model
         and optimizer hold the last applied update.
         """
+        _sources.check_unchanged()  # before AutoGraph reads any of it
         epochs = checks.check_int_at_least("epochs", epochs, 0)  # 0: nothing, as Keras
         validation_freq = checks.check_validation_freq(validation_freq)
         initial_epoch = checks.check_int_at_least("initial_epoch", initial_epoch, 0)

@@ -265,10 +265,18 @@ _SLOW_IN_A_CPU_XLA_LOOP = (
 )
 
 
-def xla_mode(model, jit_compile: bool) -> str:
+def xla_mode(model, jit_compile: bool | str) -> str:
     """How XLA compiles ``model``'s window loop: ``"off"`` without
     ``jit_compile``; ``"whole_call"`` on arrays; ``"micro_step"`` (with a
-    warning) where XLA would slow the whole loop down: convolutions on a CPU."""
+    warning) where XLA would slow the whole loop down: convolutions on a CPU.
+
+    ``"auto"`` is ``"whole_call"`` where Keras's own ``jit_compile="auto"``
+    turns XLA on (every layer supports it) and XLA is not slower on the device
+    (no convolution on a CPU), ``"off"`` otherwise.
+    """
+    if jit_compile == "auto":
+        fast = _keras.model_supports_jit(model) and not _slow_in_a_cpu_xla_loop(model)
+        return "whole_call" if fast else "off"
     if not jit_compile:
         return "off"
     slow = _slow_in_a_cpu_xla_loop(model)
