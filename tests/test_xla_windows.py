@@ -151,11 +151,16 @@ def test_auto_chooses_xla_as_keras_does_but_not_for_convolutions_on_a_cpu(regres
     with caplog.at_level("INFO", logger="gaviz"):
         mlp = gaviz.AccumulationTrainer(make_mlp(), sgd(0.1), "mse", K, jit_compile="auto")
     assert mlp.jit_compile and mlp.window_loop.whole_call_compiled
+    assert mlp.window_loop.compiled_micro_sums == mlp.window_loop.micro_step.sums  # datasets: none
     assert "jit_compile='auto'" in caplog.text and "compiles each graph call" in caplog.text
     reference = gaviz.AccumulationTrainer(make_mlp(), sgd(0.1), "mse", K, jit_compile=False)
     assert not reference.jit_compile
     for trainer in (mlp, reference):
         trainer.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0)
+    assert weight_gap(mlp.model, reference.model) < TOLERANCE
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(B)
+    for trainer in (mlp, reference):
+        trainer.fit(dataset, epochs=1, verbose=0)
     assert weight_gap(mlp.model, reference.model) < TOLERANCE
     cnn = gaviz.AccumulationTrainer(small_cnn(), sgd(0.1), "mse", K, jit_compile="auto")
     assert not cnn.jit_compile and cnn.window_loop.xla == "off"  # no warning either

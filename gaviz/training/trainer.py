@@ -42,6 +42,7 @@ _LOG = logging.getLogger("gaviz")
 _XLA_SAYS = {
     "off": "off (plain TensorFlow graphs)",
     "whole_call": "compiles each graph call on arrays whole, and each micro-step of a dataset",
+    "arrays": "compiles each graph call on arrays whole (a dataset's micro-steps: no XLA)",
     "micro_step": "compiles each micro-step",
 }
 
@@ -114,9 +115,11 @@ class AccumulationTrainer(tf.Module):
             ``True`` forces it: on a CPU, for a model with convolutions, whose
             gradients XLA runs tens of times slower inside a loop
             (jax-ml/jax#12868), only the micro-steps, with a warning.
-            ``"auto"`` turns XLA on where Keras's own ``jit_compile="auto"``
-            does (every layer has XLA kernels) and XLA is not slower on the
-            device (no convolution on a CPU); ``trainer.jit_compile`` says
+            ``"auto"`` compiles calls on arrays where Keras's own
+            ``jit_compile="auto"`` turns XLA on (every layer has XLA kernels)
+            and XLA is not slower on the device (no convolution on a CPU), and
+            leaves a dataset's micro-steps to TensorFlow (measured faster);
+            ``trainer.jit_compile`` says
             what was chosen, and so does the ``"gaviz"`` logger at INFO.
             Still one micro-batch's activations at a time, but XLA's peak
             holds copies of the weights (benchmarks/bench_memory.py): where
