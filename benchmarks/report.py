@@ -21,6 +21,8 @@ README_END = "<!-- benchmarks: end -->"
 # The README's headline targets: (benchmark, the start of the target's `what`).
 HEADLINES = [
     ("dispatch", "Keras built-in at its best steps_per_execution / gaviz at its best"),
+    ("dispatch", "Keras built-in at its best / gaviz (default), both on arrays"),
+    ("dispatch", "Keras built-in at its best / gaviz (default), both on the same tf.data"),
     ("own_loop", "Keras's option / the Accumulator, one tf.function call per micro-batch"),
     ("compute", "accumulation's extra time over the plain big batch"),
     ("memory", "plain batch 256's peak / accumulation's"),
