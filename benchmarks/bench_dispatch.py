@@ -370,10 +370,10 @@ def main(argv=None):
                            at_least=False),
             harness.target("gaviz with jit_compile=True / the XLA compute floor",
                            xla_ms / floor_xla_ms, 1.5, "x", at_least=False),
-            harness.target("Keras built-in at its best / gaviz (default), both on arrays",
+            harness.target("Keras at its best / gaviz's default, on arrays",
                            keras_ms / base, 3.0, "x", at_least=True),
-            harness.target("Keras built-in at its best / gaviz (default), both on the same "
-                           "tf.data pipeline", keras_dataset_ms / dataset_ms, 3.0, "x",
+            harness.target("Keras at its best / gaviz's default, on one tf.data pipeline",
+                           keras_dataset_ms / dataset_ms, 3.0, "x",
                            at_least=True),
         ],
         notes=notes,

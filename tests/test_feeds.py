@@ -156,3 +156,28 @@ def test_bad_epoch_and_validation_arguments_are_named():
         feeds.make_feed(feeds.FitData(x, y, steps_per_epoch=0), model, STRATEGY, recorder.windows)
     with pytest.raises(ValueError, match="steps_per_epoch"):
         feeds.make_feed(feeds.FitData(dataset.repeat()), model, STRATEGY, recorder.windows)
+
+
+@pytest.mark.parametrize("k, steps, taken", [
+    (3, 0, [0, 1, 2]), (3, 2, [0]), (3, 3, []), (8, 0, [0, 1, 2, 3, 4])])
+def test_an_iterator_window_reads_ahead_but_never_past_its_end(k, steps, taken):
+    """The next micro-batch is asked for while this one's step runs, but a
+    window takes no element it does not use: the next window starts where it ended."""
+    from gaviz.training import sources
+
+    iterator = iter(tf.data.Dataset.range(5))
+
+    @tf.function
+    def window(steps):
+        source = sources.IteratorSource(iterator)
+        seen = tf.TensorArray(tf.int64, 0, dynamic_size=True)
+        def micro_step(element, sums):
+            return sums.write(sums.size(), element)
+        seen, steps, consumed, exhausted = source.accumulate(micro_step, seen, steps, k)
+        return seen.stack(), consumed, exhausted
+
+    seen, consumed, exhausted = window(tf.constant(steps, tf.int64))
+    assert seen.numpy().tolist() == taken and int(consumed) == len(taken)
+    assert bool(exhausted) == (len(taken) == 5)
+    rest = [int(e) for e in iterator]
+    assert rest == [i for i in range(5) if i >= len(taken)]

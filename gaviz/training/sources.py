@@ -25,12 +25,21 @@ import tensorflow as tf
 
 
 class IteratorSource:
-    """Micro-batches pulled from a ``tf.data`` iterator, one optional at a time."""
+    """Micro-batches pulled from a ``tf.data`` iterator, one optional at a time.
+
+    On a plain (not distributed) iterator, the next micro-batch of the
+    window is asked for while this one's micro-step runs, as Keras's
+    ``steps_per_execution`` loop does: the two are independent ops of one
+    loop iteration, so TensorFlow overlaps them. Never past the window's
+    last micro-batch: what a window does not use stays in the iterator.
+    """
 
     def __init__(self, iterator):
         self.iterator = iterator
 
     def accumulate(self, micro_step, sums, steps, k):
+        if isinstance(self.iterator, tf.data.Iterator):
+            return self._accumulate_reading_ahead(micro_step, sums, steps, k)
         consumed = tf.constant(0, tf.int64)
         exhausted = tf.constant(False)
         while steps < k and not exhausted:
@@ -44,6 +53,27 @@ class IteratorSource:
                 steps += 1
                 consumed += 1
         return sums, steps, consumed, exhausted
+
+    def _accumulate_reading_ahead(self, micro_step, sums, steps, k):
+        consumed = tf.constant(0, tf.int64)
+        with tf.name_scope("get_next"):
+            following = tf.cond(
+                steps < k, self.iterator.get_next_as_optional,
+                lambda: tf.experimental.Optional.empty(self.iterator.element_spec),
+            )
+        while steps < k and following.has_value():
+            # One micro-step at a time (see the module's docstring).
+            tf.autograph.experimental.set_loop_options(parallel_iterations=1)
+            current = following
+            with tf.name_scope("get_next"):
+                # Read while this micro-step runs, unless the window ends with it.
+                following = tf.cond(steps + 1 < k, self.iterator.get_next_as_optional,
+                                    lambda current=current: current)
+            sums = micro_step(current.get_value(), sums)
+            steps += 1
+            consumed += 1
+        # A window that ends short of k ended with the data.
+        return sums, steps, consumed, steps < k
 
 
 class ArraySource:
