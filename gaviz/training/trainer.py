@@ -119,8 +119,8 @@ class AccumulationTrainer(tf.Module):
             ``jit_compile="auto"`` turns XLA on (every layer has XLA kernels)
             and XLA is not slower on the device (no convolution on a CPU), and
             leaves a dataset's micro-steps to TensorFlow (measured faster);
-            ``trainer.jit_compile`` says
-            what was chosen, and so does the ``"gaviz"`` logger at INFO.
+            ``trainer.jit_compile`` says what was chosen, and so does the
+            ``"gaviz"`` logger at INFO.
             Still one micro-batch's activations at a time, but XLA's peak
             holds copies of the weights (benchmarks/bench_memory.py): where
             memory is the constraint, leave it off.
