@@ -110,25 +110,19 @@ def gaviz_dataset_epoch(x, y):
     return lambda epochs: trainer.fit(dataset, epochs=epochs, verbose=0)
 
 
-def keras_builtin_epoch(x, y, steps_per_execution=1, optimizer=keras.optimizers.SGD):
-    """Keras's own option; ``optimizer`` is the class (bench_own_loop.py passes Adam)."""
+def keras_builtin_epoch(x, y, steps_per_execution=1, optimizer=keras.optimizers.SGD,
+                        on_dataset=False):
+    """Keras's own option, given the arrays or (``on_dataset``) gaviz's tf.data
+    pipeline; ``optimizer`` is the class (bench_own_loop.py passes Adam)."""
     model = make_model()
-    model.compile(
-        optimizer(LR, gradient_accumulation_steps=K), "mse",
-        steps_per_execution=steps_per_execution,
-    )
+    model.compile(optimizer(LR, gradient_accumulation_steps=K), "mse",
+                  steps_per_execution=steps_per_execution)
+    if on_dataset:
+        dataset = micro_batches(x, y)
+        return lambda epochs: model.fit(dataset, epochs=epochs, verbose=0)
     return lambda epochs: model.fit(
         x, y, batch_size=MICRO, epochs=epochs, shuffle=False, verbose=0
     )
-
-
-def keras_dataset_epoch(x, y, steps_per_execution=1):
-    """Keras's own option given the same tf.data pipeline of micro-batches as gaviz."""
-    model = make_model()
-    model.compile(keras.optimizers.SGD(LR, gradient_accumulation_steps=K), "mse",
-                  steps_per_execution=steps_per_execution)
-    dataset = micro_batches(x, y)
-    return lambda epochs: model.fit(dataset, epochs=epochs, verbose=0)
 
 
 def keras_big_batch_epoch(x, y):
@@ -277,7 +271,7 @@ CONTESTANTS = {
     GAVIZ_DATASET: gaviz_dataset_epoch,
     **{keras_label(s): partial(keras_builtin_epoch, steps_per_execution=s)
        for s in KERAS_STEPS_PER_EXECUTION},
-    **{keras_dataset_label(s): partial(keras_dataset_epoch, steps_per_execution=s)
+    **{keras_dataset_label(s): partial(keras_builtin_epoch, steps_per_execution=s, on_dataset=True)
        for s in KERAS_DATASET_STEPS_PER_EXECUTION},
     "tf.function per micro-batch + apply every 8": per_micro_batch_function_epoch,
     "eager GradientTape loop (the articles')": eager_tape_epoch,

@@ -38,13 +38,6 @@ from gaviz.training.window_loop import Hooks, WindowLoop
 from gaviz.training.window_update import WindowUpdate
 
 _LOG = logging.getLogger("gaviz")
-#: What each XLA mode compiles, as the log says it.
-_XLA_SAYS = {
-    "off": "off (plain TensorFlow graphs)",
-    "whole_call": "compiles each graph call on arrays whole, and each micro-step of a dataset",
-    "arrays": "compiles each graph call on arrays whole (a dataset's micro-steps: no XLA)",
-    "micro_step": "compiles each micro-step",
-}
 
 
 class AccumulationTrainer(tf.Module):
@@ -221,7 +214,7 @@ class AccumulationTrainer(tf.Module):
         #: ``jit_compile="auto"`` chose, as Keras's ``model.jit_compile`` says).
         self.jit_compile = xla != "off"
         _LOG.info("gaviz: jit_compile=%r for %s: XLA %s", self._jit_compile_asked,
-                  self.model.name, _XLA_SAYS[xla])
+                  self.model.name, window_loop.XLA_MODES[xla].says)
         return WindowLoop(
             micro_step, update, self.state, self.strategy, hooks, self.rule, self.tail,
             loss_tracker=_keras.loss_tracker(self.model), capacity=self.call_size.capacity,

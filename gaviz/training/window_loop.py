@@ -69,7 +69,22 @@ class Hooks(NamedTuple):
 
 #: How XLA compiles a loop (``jit_compile``): not at all, each micro-step,
 #: or the whole call on arrays (micro-steps, updates and the window loop).
-XLA_MODES = ("off", "micro_step", "whole_call")
+class XlaMode(NamedTuple):
+    """What XLA compiles in one of :data:`XLA_MODES`."""
+
+    whole_call: bool  #: each graph call on arrays, as one program
+    micro_steps: bool  #: each micro-step (of a dataset, and of arrays unless whole)
+    says: str  #: the mode in words, for the log
+
+
+XLA_MODES = {
+    "off": XlaMode(False, False, "off (plain TensorFlow graphs)"),
+    "micro_step": XlaMode(False, True, "compiles each micro-step"),
+    "whole_call": XlaMode(True, True, "compiles each graph call on arrays whole, and each "
+                                      "micro-step of a dataset"),
+    "arrays": XlaMode(True, False, "compiles each graph call on arrays whole (a dataset's "
+                                   "micro-steps: no XLA)"),
+}
 
 
 class WindowLoop:
@@ -102,14 +117,14 @@ class WindowLoop:
         self.xla = xla
         #: Whether XLA compiles a whole call on arrays (every micro-step,
         #: update and the window loop in one program), not only each micro-step.
-        self.whole_call_compiled = xla in ("whole_call", "arrays")
+        self.whole_call_compiled = XLA_MODES[xla].whole_call
         self.iterator_windows = tf.function(self._iterator_windows)
         self.array_windows = tf.function(
             self._array_windows, reduce_retracing=True, jit_compile=self.whole_call_compiled
         )
         self.compiled_micro_sums = (
             tf.function(micro_step.sums, jit_compile=True)
-            if xla in ("whole_call", "micro_step") else micro_step.sums
+            if XLA_MODES[xla].micro_steps else micro_step.sums
         )
 
     def iterator_function(self, iterator):
