@@ -172,7 +172,7 @@ class Accumulator(tf.Module):
         if tf.executing_eagerly() and self.strategy.num_replicas_in_sync > 1:
             # Eagerly, a strategy runs replicas one op at a time: one graph instead.
             if self._apply_graph is None:
-                self._apply_graph = tf.function(self._apply_if_not_empty)
+                self._apply_graph = tf.function(self._apply_if_not_empty, autograph=False)
             return self._apply_graph()
         return self._apply_if_not_empty()
 

@@ -11,9 +11,8 @@ window holds ``k`` of them or the data runs out, and returns
   No ``tf.data`` pipeline runs at all, which on a small model is most of
   what an epoch costs (benchmarks/bench_dispatch.py).
 
-Both loops run one micro-step at a time (``parallel_iterations=1``, which
-AutoGraph takes only as a loop's first statement): a while loop otherwise
-runs up to 10 iterations at once, and two micro-batches' activations would be
+Both loops run one micro-step at a time (``parallel_iterations=1``): a
+``tf.while_loop`` otherwise runs up to 10 iterations at once, and two micro-batches' activations would be
 alive at the peak (the memory benchmark measured 57 MiB against 31 MiB),
 which is what accumulation is for avoiding.
 """
@@ -40,19 +39,23 @@ class IteratorSource:
     def accumulate(self, micro_step, sums, steps, k):
         if isinstance(self.iterator, tf.data.Iterator):
             return self._accumulate_reading_ahead(micro_step, sums, steps, k)
-        consumed = tf.constant(0, tf.int64)
-        exhausted = tf.constant(False)
-        while steps < k and not exhausted:
-            # One micro-step at a time (see the module's docstring).
-            tf.autograph.experimental.set_loop_options(parallel_iterations=1)
+
+        def more(sums, steps, consumed, exhausted):
+            return tf.logical_and(steps < k, tf.logical_not(exhausted))
+
+        def next_micro_batch(sums, steps, consumed, exhausted):
             with tf.name_scope("get_next"):
                 element = self.iterator.get_next_as_optional()
-                exhausted = not element.has_value()
-            if not exhausted:
-                sums = micro_step(element.get_value(), sums)
-                steps += 1
-                consumed += 1
-        return sums, steps, consumed, exhausted
+            return tf.cond(
+                element.has_value(),
+                lambda: (micro_step(element.get_value(), sums), steps + 1, consumed + 1,
+                         tf.constant(False)),
+                lambda: (sums, steps, consumed, tf.constant(True)),
+            )
+
+        start = (sums, steps, tf.constant(0, tf.int64), tf.constant(False))
+        # One micro-step at a time (see the module's docstring).
+        return tf.while_loop(more, next_micro_batch, start, parallel_iterations=1)
 
     def _accumulate_reading_ahead(self, micro_step, sums, steps, k):
         consumed = tf.constant(0, tf.int64)
@@ -61,17 +64,21 @@ class IteratorSource:
                 steps < k, self.iterator.get_next_as_optional,
                 lambda: tf.experimental.Optional.empty(self.iterator.element_spec),
             )
-        while steps < k and following.has_value():
-            # One micro-step at a time (see the module's docstring).
-            tf.autograph.experimental.set_loop_options(parallel_iterations=1)
-            current = following
+
+        def more(sums, steps, consumed, following):
+            return tf.logical_and(steps < k, following.has_value())
+
+        def next_micro_batch(sums, steps, consumed, current):
             with tf.name_scope("get_next"):
                 # Read while this micro-step runs, unless the window ends with it.
                 following = tf.cond(steps + 1 < k, self.iterator.get_next_as_optional,
-                                    lambda current=current: current)
-            sums = micro_step(current.get_value(), sums)
-            steps += 1
-            consumed += 1
+                                    lambda: current)
+            return micro_step(current.get_value(), sums), steps + 1, consumed + 1, following
+
+        # One micro-step at a time (see the module's docstring).
+        sums, steps, consumed, _ = tf.while_loop(
+            more, next_micro_batch, (sums, steps, consumed, following), parallel_iterations=1
+        )
         # A window that ends short of k ended with the data.
         return sums, steps, consumed, steps < k
 
@@ -105,15 +112,18 @@ class ArraySource:
         left = (self.rows - start + size - 1) // size
         consumed = tf.minimum(k - steps, left)
         full = tf.minimum(consumed, (self.rows - start) // size)
-        i = tf.constant(0, tf.int64)
-        while i < full:  # not tf.range, which XLA cannot compile
-            # One micro-step at a time (see the module's docstring).
-            tf.autograph.experimental.set_loop_options(parallel_iterations=1)
-            sums = micro_step(self._cut(start + i * size, size), sums)
-            i += 1
+        # A counted while loop, not tf.range, which XLA cannot compile; one
+        # micro-step at a time (see the module's docstring).
+        _, sums = tf.while_loop(
+            lambda i, sums: i < full,
+            lambda i, sums: (i + 1, micro_step(self._cut(start + i * size, size), sums)),
+            (tf.constant(0, tf.int64), sums), parallel_iterations=1,
+        )
         short = self.rows % size
-        if short and full < consumed:  # the epoch's last, short micro-batch
-            sums = micro_step(self._cut(self.rows - short, short), sums)
+        if short:  # the epoch's last micro-batch is short: it runs when this window reaches it
+            sums = tf.cond(full < consumed,
+                           lambda: micro_step(self._cut(self.rows - short, short), sums),
+                           lambda: sums)
         self.cursor.assign(tf.minimum(start + consumed * size, self.rows))
         exhausted = consumed == left
         return sums, steps + consumed, consumed, exhausted

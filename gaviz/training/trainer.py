@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 
 import tensorflow as tf
 
-from gaviz import _keras, _sources, _tensorflow
+from gaviz import _keras, _tensorflow
 from gaviz.training import (
     added_loss,
     batch_layers,
@@ -147,7 +147,9 @@ class AccumulationTrainer(tf.Module):
         with other rules and settings: :mod:`gaviz.gallery.pitfalls`). Three hooks
         change what state does; the trainer hands them to its window loop
         once, as :class:`gaviz.training.window_loop.Hooks`, and each runs inside the
-        graph, in replica context:
+        graph, in replica context. AutoGraph is off there, as in Keras's
+        ``train_step``: a decision on a tensor is ``tf.cond`` (or
+        ``keras.ops.cond``), not a Python ``if``.
 
         - ``on_micro_batch(micro) -> WindowSums``: after a micro-batch's
           backward pass, before it is added to the window.
@@ -440,7 +442,6 @@ class AccumulationTrainer(tf.Module):
         Whatever is raised, ``on_train_end`` is called first, and the model
         and optimizer hold the last applied update.
         """
-        _sources.check_unchanged()  # before AutoGraph reads any of it
         epochs = checks.check_int_at_least("epochs", epochs, 0)  # 0: nothing, as Keras
         validation_freq = checks.check_validation_freq(validation_freq)
         initial_epoch = checks.check_int_at_least("initial_epoch", initial_epoch, 0)

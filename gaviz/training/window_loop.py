@@ -118,12 +118,17 @@ class WindowLoop:
         #: Whether XLA compiles a whole call on arrays (every micro-step,
         #: update and the window loop in one program), not only each micro-step.
         self.whole_call_compiled = XLA_MODES[xla].whole_call
-        self.iterator_windows = tf.function(self._iterator_windows)
+        # autograph=False, as Keras's train functions (do_not_convert): the
+        # graph code says its loops and conditions itself, and a model's code
+        # runs as it would in Model.fit. AutoGraph would read gaviz's source
+        # files again to convert them, and run a function as-is when that fails.
+        self.iterator_windows = tf.function(self._iterator_windows, autograph=False)
         self.array_windows = tf.function(
-            self._array_windows, reduce_retracing=True, jit_compile=self.whole_call_compiled
+            self._array_windows, reduce_retracing=True, jit_compile=self.whole_call_compiled,
+            autograph=False,
         )
         self.compiled_micro_sums = (
-            tf.function(micro_step.sums, jit_compile=True)
+            tf.function(micro_step.sums, jit_compile=True, autograph=False)
             if XLA_MODES[xla].micro_steps else micro_step.sums
         )
 
@@ -163,19 +168,26 @@ class WindowLoop:
         state, strategy = self.state, self.strategy
         sums = strategy.run(state.replica_load, args=(self.micro_step.variables(),))
         steps = state.micro_steps_in_window.read_value()
-        rows = self._result_rows()
-        done = tf.constant(0)
-        go_on = tf.constant(True)
-        while go_on and done < max_windows:
-            # Windows one at a time too: the next window's sums start from
-            # zeros, so without this its first micro-step could run while this
-            # window's gradients are still being applied (more memory at the peak).
-            tf.autograph.experimental.set_loop_options(parallel_iterations=1)
+
+        def more(go_on, done, sums, steps, rows):
+            return tf.logical_and(go_on, done < max_windows)
+
+        def next_window(go_on, done, sums, steps, rows):
             sums, steps, result = self._window(source, micro_sums, sums, steps, accumulation_steps)
             with tf.name_scope("report"):
                 rows = rows.write(done, result.pack())
-            done += 1
-            go_on = not result.exhausted and (result.finite or not result.due)
+            stopped = tf.logical_and(result.due, tf.logical_not(result.finite))
+            go_on = tf.logical_not(tf.logical_or(result.exhausted, stopped))
+            return go_on, done + 1, sums, steps, rows
+
+        # Windows one at a time too: the next window's sums start from
+        # zeros, so without this its first micro-step could run while this
+        # window's gradients are still being applied (more memory at the peak).
+        _, done, sums, steps, rows = tf.while_loop(
+            more, next_window,
+            (tf.constant(True), tf.constant(0), sums, steps, self._result_rows()),
+            parallel_iterations=1,
+        )
         if state.carries:
             strategy.run(state.replica_store, args=(sums,))
         state.micro_steps_in_window.assign(steps)
@@ -199,15 +211,18 @@ class WindowLoop:
         # A window ends full or with the data, so only "carry" keeps one open:
         # a Python True adds no conditional over every sum to each window.
         closes = full if tail == "carry" else True
-        due = full or (exhausted and tail == "flush" and totals.sample_count > 0)
+        due = full
+        if tail == "flush":  # a partial window at the end of the data is applied
+            due = tf.logical_or(full, tf.logical_and(exhausted, totals.sample_count > 0))
         with tf.name_scope("finish"):
             loss, grads, finite = self.window_update.finish(totals, steps, k)
+            applies = tf.logical_and(due, finite)
         with tf.name_scope("update"):
             # Micro-batches up to this window's end, for a rule whose schedule reads them.
             micro_steps = self.state.micro_step + consumed if self.rule.schedule_step else None
-            applied = self.window_update.update(due and finite, grads, micro_steps)
+            applied = self.window_update.update(applies, grads, micro_steps)
         with tf.name_scope("report"):
-            self.strategy.run(self._track_window, args=(due and finite, loss, totals.rows))
+            self.strategy.run(self._track_window, args=(applies, loss, totals.rows))
             self.state.micro_step.assign_add(consumed)
             result = WindowResult(
                 applied, due, finite, exhausted, loss, totals.sample_count, steps, consumed, k,
@@ -252,17 +267,26 @@ class WindowLoop:
         Runs in replica context, so each replica adds its share: the tracker's
         sums across replicas are the window's.
         """
-        if self.loss_tracker is not None and due:
-            share = tf.cast(self.strategy.num_replicas_in_sync, tf.float32)
+        if self.loss_tracker is None:
+            return
+        share = tf.cast(self.strategy.num_replicas_in_sync, tf.float32)
+
+        def track():
             self.loss_tracker.update_state(loss, sample_weight=rows / share)
+            return tf.constant(True)
+
+        tf.cond(due, track, lambda: tf.constant(False))
 
     def _close(self, closes, sums, steps):
         """A closed window hands its sums to ``next_window`` (and the rule's);
         an open one keeps them."""
-        if closes:
-            sums = self.strategy.run(self._next_window, args=(sums,))
-            steps = tf.constant(0, tf.int64)
-        return sums, steps
+        if closes is True:
+            return self.strategy.run(self._next_window, args=(sums,)), tf.constant(0, tf.int64)
+        return tf.cond(
+            closes,
+            lambda: (self.strategy.run(self._next_window, args=(sums,)), tf.constant(0, tf.int64)),
+            lambda: (sums, steps),
+        )
 
     def _next_window(self, sums):
         fresh = self.hooks.next_window(sums)

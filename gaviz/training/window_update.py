@@ -64,22 +64,29 @@ class WindowUpdate:
         return penalty * times, [g * tf.cast(times, g.dtype) for g in grads]
 
     def update(self, apply, grads, micro_steps=None):
-        """Applies ``grads`` if ``apply``; True if an update really happened.
+        """Applies ``grads`` if ``apply`` (a boolean tensor); True if an update
+        really happened (a loss-scaling optimizer may skip one).
 
         ``micro_steps``: micro-batches consumed up to the end of this window
         (read only by a rule with a ``schedule_step``).
         """
-        if not self.loss_scaled:
-            if apply:
-                self.apply(grads, micro_steps)
-            return apply
-        before = tf.identity(self.optimizer.iterations.value)
-        if apply:
+
+        def step():
             self.apply(grads, micro_steps)
-        skipped = apply and self.optimizer.iterations.value == before
-        if skipped:
+            return tf.constant(True)
+
+        if not self.loss_scaled:
+            return tf.cond(apply, step, lambda: tf.constant(False))
+        before = tf.identity(self.optimizer.iterations.value)
+        tf.cond(apply, step, lambda: tf.constant(False))
+        skipped = tf.logical_and(apply, tf.equal(self.optimizer.iterations.value, before))
+
+        def count_skipped():
             self.skipped_windows.assign_add(1)
-        return apply and not skipped
+            return tf.constant(True)
+
+        tf.cond(skipped, count_skipped, lambda: tf.constant(False))
+        return tf.logical_and(apply, tf.logical_not(skipped))
 
     def apply(self, grads, micro_steps=None):
         """One optimizer step with ``grads`` (float32 sums), cast to each weight's dtype."""
