@@ -12,15 +12,11 @@ the compiled model; ``checks``, ``batch_layers`` and ``sparse_gradients`` refuse
 or warn; ``history`` is what a run reports.
 """
 
-from gaviz import _sources
 from gaviz.training.accumulator import Accumulator, FlushAtEpochEnd
 from gaviz.training.history import History, NonFiniteUpdate, Update
 from gaviz.training.rules import EXACT, Rule
 from gaviz.training.sparse_gradients import SparseGradientWarning
 from gaviz.training.trainer import AccumulationTrainer
-
-# The files AutoGraph will read, as imported (AccumulationTrainer.fit checks them).
-_sources.record_loaded()
 
 __all__ = ["AccumulationTrainer", "Accumulator", "EXACT", "FlushAtEpochEnd", "History",
            "NonFiniteUpdate", "Rule", "SparseGradientWarning", "Update"]
