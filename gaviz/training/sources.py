@@ -12,9 +12,9 @@ window holds ``k`` of them or the data runs out, and returns
   what an epoch costs (benchmarks/bench_dispatch.py).
 
 Both loops run one micro-step at a time (``parallel_iterations=1``): a
-``tf.while_loop`` otherwise runs up to 10 iterations at once, and two micro-batches' activations would be
-alive at the peak (the memory benchmark measured 57 MiB against 31 MiB),
-which is what accumulation is for avoiding.
+``tf.while_loop`` otherwise runs up to 10 iterations at once, and two
+micro-batches' activations would be alive at the peak (the memory benchmark
+measured 57 MiB against 31 MiB), which is what accumulation is for avoiding.
 """
 
 from __future__ import annotations
