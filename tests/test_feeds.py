@@ -7,7 +7,7 @@ import tensorflow as tf
 from helpers import make_mlp
 
 from gaviz import _tensorflow
-from gaviz.training import feeds
+from gaviz.training import feeds, sources
 
 STRATEGY = tf.distribute.get_strategy()
 
@@ -163,8 +163,6 @@ def test_bad_epoch_and_validation_arguments_are_named():
 def test_an_iterator_window_reads_ahead_but_never_past_its_end(k, steps, taken):
     """The next micro-batch is asked for while this one's step runs, but a
     window takes no element it does not use: the next window starts where it ended."""
-    from gaviz.training import sources
-
     iterator = iter(tf.data.Dataset.range(5))
 
     @tf.function

@@ -24,7 +24,7 @@ import keras
 import tensorflow as tf
 
 from gaviz.training import checks, sparse_gradients, window
-from gaviz.training.window_update import apply_to
+from gaviz.training.window_update import apply_to, when
 
 
 class Accumulator(tf.Module):
@@ -276,11 +276,7 @@ class Accumulator(tf.Module):
             return self._cross_replica_update_if(self.strategy, is_due)
 
     def _cross_replica_update_if(self, strategy, is_due):
-        def update():
-            strategy.extended.call_for_each_replica(self._replica_update)
-            return tf.constant(True)
-
-        return tf.cond(is_due(), update, lambda: tf.constant(False))
+        return when(is_due(), lambda: strategy.extended.call_for_each_replica(self._replica_update))
 
     def _replica_update(self):
         """One optimizer step from the window, in replica context; then empty.

@@ -28,7 +28,7 @@ from gaviz.training import rules, sources, window
 from gaviz.training.micro_step import MicroStep, clip_mean_gradient, unpack
 from gaviz.training.state import TrainerState
 from gaviz.training.window import WindowResult, WindowSums
-from gaviz.training.window_update import WindowUpdate
+from gaviz.training.window_update import WindowUpdate, when
 
 
 def keep(sums: WindowSums) -> WindowSums:
@@ -270,23 +270,15 @@ class WindowLoop:
         if self.loss_tracker is None:
             return
         share = tf.cast(self.strategy.num_replicas_in_sync, tf.float32)
-
-        def track():
-            self.loss_tracker.update_state(loss, sample_weight=rows / share)
-            return tf.constant(True)
-
-        tf.cond(due, track, lambda: tf.constant(False))
+        when(due, lambda: self.loss_tracker.update_state(loss, sample_weight=rows / share))
 
     def _close(self, closes, sums, steps):
         """A closed window hands its sums to ``next_window`` (and the rule's);
         an open one keeps them."""
-        if closes is True:
+        def close():
             return self.strategy.run(self._next_window, args=(sums,)), tf.constant(0, tf.int64)
-        return tf.cond(
-            closes,
-            lambda: (self.strategy.run(self._next_window, args=(sums,)), tf.constant(0, tf.int64)),
-            lambda: (sums, steps),
-        )
+
+        return close() if closes is True else tf.cond(closes, close, lambda: (sums, steps))
 
     def _next_window(self, sums):
         fresh = self.hooks.next_window(sums)

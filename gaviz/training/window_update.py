@@ -71,21 +71,12 @@ class WindowUpdate:
         (read only by a rule with a ``schedule_step``).
         """
 
-        def step():
-            self.apply(grads, micro_steps)
-            return tf.constant(True)
-
         if not self.loss_scaled:
-            return tf.cond(apply, step, lambda: tf.constant(False))
+            return when(apply, lambda: self.apply(grads, micro_steps))
         before = tf.identity(self.optimizer.iterations.value)
-        tf.cond(apply, step, lambda: tf.constant(False))
+        when(apply, lambda: self.apply(grads, micro_steps))
         skipped = tf.logical_and(apply, tf.equal(self.optimizer.iterations.value, before))
-
-        def count_skipped():
-            self.skipped_windows.assign_add(1)
-            return tf.constant(True)
-
-        tf.cond(skipped, count_skipped, lambda: tf.constant(False))
+        when(skipped, lambda: self.skipped_windows.assign_add(1))
         return tf.logical_and(apply, tf.logical_not(skipped))
 
     def apply(self, grads, micro_steps=None):
@@ -96,6 +87,17 @@ class WindowUpdate:
             step = self.rule.schedule_step(micro_steps)
         with _schedule_read_at(self.optimizer, step):
             apply_to(self.optimizer, grads, variables)
+
+
+def when(condition, action):
+    """Runs ``action()`` in the graph where the boolean tensor ``condition``
+    holds (a ``tf.cond``; its result is dropped); returns ``condition``."""
+
+    def run():
+        action()
+        return tf.constant(True)
+
+    return tf.cond(condition, run, lambda: tf.constant(False))
 
 
 def apply_to(optimizer, grads, variables):
