@@ -6,6 +6,10 @@ as the default path: the independent big-batch trainer and Keras's own
 ``Model.fit`` on the big batch.
 """
 
+import os
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -169,3 +173,28 @@ def test_auto_chooses_xla_as_keras_does_but_not_for_convolutions_on_a_cpu(regres
     assert not gaviz.AccumulationTrainer(no_xla, sgd(0.1), "mse", K, jit_compile="auto").jit_compile
     with pytest.raises(ValueError, match=r"`jit_compile` must be one of \('auto', True, False\)"):
         gaviz.AccumulationTrainer(make_mlp(), sgd(0.1), "mse", K, jit_compile="xla")
+
+
+COMPILE_COUNT_SCRIPT = """
+import numpy as np, keras, gaviz
+keras.utils.set_random_seed(0)
+x = np.random.default_rng(0).normal(size=(40, 5)).astype("float32")
+model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(8), keras.layers.Dense(1)])
+trainer = gaviz.AccumulationTrainer(model, keras.optimizers.SGD(0.01), "mse", 2,
+                                    jit_compile=True, windows_per_call=1)
+trainer.fit(x, x[:, :1], batch_size=4, epochs=2, verbose=0)
+"""
+
+
+def test_each_call_on_arrays_reuses_one_xla_program(tmp_path):
+    """Twenty graph calls (two epochs of ten windows, one per call), each
+    starting at another row: XLA compiles the call once. XLA dumps each
+    program it compiles (``--xla_dump_to``), which is what is counted.
+    (A start read from the cursor into a tf.slice was compiled per call.)"""
+    dump = tmp_path / "xla"
+    env = {**os.environ, "XLA_FLAGS": f"--xla_dump_to={dump} --xla_dump_hlo_as_text",
+           "TF_CPP_MIN_LOG_LEVEL": "2"}
+    subprocess.run([sys.executable, "-c", COMPILE_COUNT_SCRIPT], env=env, check=True,
+                   capture_output=True, timeout=300)
+    compiled = [p.name for p in dump.glob("*array_windows*before_optimizations.txt")]
+    assert len(compiled) == 1, compiled

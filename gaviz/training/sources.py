@@ -129,9 +129,14 @@ class ArraySource:
         return sums, steps + consumed, consumed, exhausted
 
     def _cut(self, begin, size: int):
-        """Rows ``order[begin:begin + size]`` of every array (a static ``size``)."""
+        """Rows ``order[begin:begin + size]`` of every array (a static ``size``).
+
+        The indices are gathered, not sliced: under XLA a ``tf.slice`` whose
+        start comes from the cursor (a variable) is compiled again for each
+        start value, one XLA compilation per graph call on the first epoch.
+        """
         with tf.name_scope("gather"):
-            indices = tf.slice(self.order, tf.reshape(begin, [1]), [size])
+            indices = tf.gather(self.order, begin + tf.range(size, dtype=tf.int64))
             return tf.nest.map_structure(
                 lambda a: None if a is None else tf.gather(a, indices), self.arrays
             )
