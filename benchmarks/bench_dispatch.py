@@ -125,6 +125,15 @@ def keras_builtin_epoch(x, y, steps_per_execution=1, optimizer=keras.optimizers.
     )
 
 
+def keras_default_xla() -> str:
+    """What Keras's default ``jit_compile="auto"`` chooses for the benchmark's
+    model on this machine, in words (Keras 3 leaves XLA off on a machine with
+    no GPU)."""
+    model = make_model()
+    model.compile(keras.optimizers.SGD(LR), "mse")
+    return "XLA" if model.jit_compile else "no XLA"
+
+
 def keras_big_batch_epoch(x, y):
     model = make_model()
     model.compile(keras.optimizers.SGD(LR), "mse")
@@ -312,7 +321,7 @@ def main(argv=None):
     best_spe = keras_best.rsplit("=", 1)[1]
     notes = [
         f"Keras at its best here is steps_per_execution={best_spe} (with Keras's default "
-        f"jit_compile, which is XLA on this machine): {keras_ms:.0f} ms, "
+        f"jit_compile, which here is {keras_default_xla()}): {keras_ms:.0f} ms, "
         f"{keras_ms / base:.2f}x gaviz's default time and {keras_ms / xla_ms:.2f}x gaviz's "
         f"with jit_compile=True ({xla_ms:.0f} ms); at its default (1), "
         f"{keras_default_ms:.0f} ms, {keras_default_ms / base:.2f}x gaviz's default.",
@@ -337,7 +346,8 @@ def main(argv=None):
         "micro-batch more than a gather inside the graph, on this machine about as much as "
         "the arithmetic. Keras's fit builds a tf.data pipeline from arrays too.",
         f"On the same tf.data pipeline, Keras at its best "
-        f"(steps_per_execution={keras_dataset_best.rsplit('=', 1)[1]}, XLA by its default) "
+        f"(steps_per_execution={keras_dataset_best.rsplit('=', 1)[1]}, {keras_default_xla()} "
+        "by its default) "
         f"takes {keras_dataset_ms:.0f} ms: {keras_dataset_ms / dataset_ms:.2f}x gaviz's "
         f"default on it ({dataset_ms:.0f} ms). gaviz on the pipeline / gaviz on the arrays: "
         f"{dataset_ms / base:.2f}x. jit_compile=\"auto\" compiles this MLP's calls on "

@@ -50,6 +50,7 @@ from bench_dispatch import (
     K,
     data,
     keras_builtin_epoch,
+    keras_default_xla,
     make_model,
     max_weight_difference,
     micro_batches,
@@ -323,8 +324,8 @@ def main(argv=None):
         "`iter(dataset)` makes it a while loop in the graph (the fix TensorFlow's "
         "maintainers give in tensorflow/tensorflow#35165).",
         f"Keras's Model.fit at its best here is steps_per_execution={best_spe} (with Keras's "
-        f"default jit_compile, which is XLA on this machine; the loops above are not "
-        f"compiled by XLA): {fit_ms:.0f} ms, {fit_ms / acc[b]:.2f}x the Accumulator's epoch "
+        f"default jit_compile, which here is {keras_default_xla()}; the loops above are not "
+        f"compiled by XLA either): {fit_ms:.0f} ms, {fit_ms / acc[b]:.2f}x the Accumulator's epoch "
         f"in one tf.function (b) and {fit_ms / acc[a]:.2f}x its loop with a call per "
         "micro-batch (a).",
     ]

@@ -108,10 +108,12 @@ class AccumulationTrainer(tf.Module):
             ``True`` forces it: on a CPU, for a model with convolutions, whose
             gradients XLA runs tens of times slower inside a loop
             (jax-ml/jax#12868), only the micro-steps, with a warning.
-            ``"auto"`` compiles calls on arrays where Keras's own
-            ``jit_compile="auto"`` turns XLA on (every layer has XLA kernels)
-            and XLA is not slower on the device (no convolution on a CPU), and
-            leaves a dataset's micro-steps to TensorFlow (measured faster);
+            ``"auto"`` compiles calls on arrays where every layer has XLA
+            kernels (Keras's rule, ``model_supports_jit``) and XLA is not
+            slower on the device (no convolution on a CPU), and leaves a
+            dataset's micro-steps to TensorFlow (measured faster). (Keras's
+            own ``"auto"`` also leaves XLA off on a machine without a GPU;
+            gaviz's whole call on arrays measured faster with it there);
             ``trainer.jit_compile`` says what was chosen, and so does the
             ``"gaviz"`` logger at INFO.
             Still one micro-batch's activations at a time, but XLA's peak

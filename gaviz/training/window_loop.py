@@ -304,8 +304,8 @@ def xla_mode(model, jit_compile: bool | str) -> str:
 
     ``"auto"`` is ``"arrays"`` (the whole call on arrays, as
     ``"whole_call"``, and a dataset's micro-steps left to TensorFlow) where
-    Keras's own ``jit_compile="auto"`` turns XLA on (every layer supports it)
-    and XLA is not slower on the device (no convolution on a CPU), ``"off"``
+    every layer supports XLA (Keras's ``model_supports_jit``) and XLA is not
+    slower on the device (no convolution on a CPU), ``"off"``
     otherwise. A dataset's micro-steps are not compiled: each is then an XLA
     launch inside TensorFlow's loop, which measured slower than none (the
     dispatch benchmark's MLP: about 200 ms an epoch against 145 ms).
