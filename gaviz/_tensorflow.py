@@ -22,7 +22,8 @@ is written back to stderr except TensorFlow's informational (``I``) records
 and the harmless messages of ``_KNOWN_NOISE``. Warnings, errors and Python's
 own output still show. The trainer's first forward pass is filtered the same
 way (a model's first float16 op logs a kernel fallback as an error on some
-CPUs). ``native_log`` keeps all of it. Without a quiet start, gaviz touches
+CPUs), and so is each ``fit``'s first graph call (where XLA, on by default for
+arrays, logs its start and its first compilation). ``native_log`` keeps all of it. Without a quiet start, gaviz touches
 no file descriptor and TensorFlow prints what ``import tensorflow`` prints.
 """
 
@@ -134,8 +135,9 @@ class _PythonStderr:
 def native_log_filtered():
     """Sends file descriptor 2 to a temporary file meanwhile; writes back what matters.
 
-    Used while TensorFlow loads, and around the trainer's first forward pass
-    (where a model's first float16 op runs). All of it is kept in ``native_log``.
+    Used while TensorFlow loads, around the trainer's first forward pass
+    (where a model's first float16 op runs) and around each ``fit``'s first
+    graph call (where XLA compiles). All of it is kept in ``native_log``.
     Does nothing unless a quiet start was asked for (``quiet_start``).
     """
     global native_log

@@ -11,7 +11,8 @@ not found, CPU instructions), most of it before its logging is set up, where
 error. This module loads TensorFlow with file descriptor 2 sent to a temporary
 file, and writes back everything but that noise: warnings, errors and Python's
 own output still show, and ``gaviz._tensorflow.native_log`` keeps all of it.
-The trainer's first forward pass is filtered the same way. The lessons' first
+The trainer's first forward pass and each ``fit``'s first graph call
+(where XLA compiles) are filtered the same way. The lessons' first
 cells and the command line import it; ``import gaviz`` alone redirects nothing.
 """
 

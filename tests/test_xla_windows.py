@@ -147,13 +147,15 @@ def test_a_non_finite_window_is_not_applied(regression_data):
 
 
 @pytest.mark.skipif(bool(tf.config.list_logical_devices("GPU")), reason="a CPU's XLA issue")
-def test_auto_chooses_xla_as_keras_does_but_not_for_convolutions_on_a_cpu(regression_data, caplog):
-    """jit_compile="auto": XLA where every layer supports it (Keras's own rule)
-    and it is not slower on the device; the choice is an attribute and a log line."""
+def test_auto_the_default_chooses_xla_where_layers_allow_but_not_for_convolutions_on_a_cpu(
+        regression_data, caplog):
+    """jit_compile="auto", the default: XLA where every layer supports it
+    (Keras's rule) and it is not slower on the device; the choice is an
+    attribute and a log line."""
     x, y = regression_data
     sgd = keras.optimizers.SGD
     with caplog.at_level("INFO", logger="gaviz"):
-        mlp = gaviz.AccumulationTrainer(make_mlp(), sgd(0.1), "mse", K, jit_compile="auto")
+        mlp = gaviz.AccumulationTrainer(make_mlp(), sgd(0.1), "mse", K)  # the default
     assert mlp.jit_compile and mlp.window_loop.whole_call_compiled
     assert mlp.window_loop.compiled_micro_sums == mlp.window_loop.micro_step.sums  # datasets: none
     assert "jit_compile='auto'" in caplog.text and "compiles each graph call" in caplog.text
@@ -166,7 +168,7 @@ def test_auto_chooses_xla_as_keras_does_but_not_for_convolutions_on_a_cpu(regres
     for trainer in (mlp, reference):
         trainer.fit(dataset, epochs=1, verbose=0)
     assert weight_gap(mlp.model, reference.model) < TOLERANCE
-    cnn = gaviz.AccumulationTrainer(small_cnn(), sgd(0.1), "mse", K, jit_compile="auto")
+    cnn = gaviz.AccumulationTrainer(small_cnn(), sgd(0.1), "mse", K)
     assert not cnn.jit_compile and cnn.window_loop.xla == "off"  # no warning either
     no_xla = make_mlp()
     no_xla.layers[0].supports_jit = False  # as a layer without XLA kernels says

@@ -15,7 +15,7 @@ import warnings
 import keras
 import tensorflow as tf
 
-from gaviz import _keras
+from gaviz import _keras, _tensorflow
 from gaviz.training import checks, feeds
 from gaviz.training.history import History, NonFiniteUpdate, Update
 from gaviz.training.window import WindowResult
@@ -103,6 +103,7 @@ class _Run:
         # Data that repeats forever: its first micro-batch's rows (None: not watched).
         self.micro_batch_rows = None
         self.state_watch = state_watch  # checked after the first graph call, then dropped
+        self.first_call = True
         self.updates = updates
         self.callbacks = callback_list
         self.history = history
@@ -178,7 +179,8 @@ class _Run:
             size = self.windows.next()
             if limit is not None:
                 size = tf.minimum(size, limit - windows)
-            rows, done = call(size, k_tensor)
+            with self._first_call_filtered():
+                rows, done = call(size, k_tensor)
             if self.state_watch is not None:
                 self.state_watch.check(k, stacklevel=6)
                 self.state_watch = None
@@ -195,6 +197,15 @@ class _Run:
                 ended = True
                 break
         return consumed, windows, ended
+
+    def _first_call_filtered(self):
+        """The fit's first graph call, where XLA compiles and logs that it
+        started, with the native log filtered as TensorFlow's start-up log is
+        (only after ``import gaviz.quiet``); later calls as they are."""
+        if not self.first_call:
+            return contextlib.nullcontext()
+        self.first_call = False
+        return _tensorflow.native_log_filtered()
 
     def _record(self, result, epoch) -> bool:
         """Records an applied window as an Update (True), or raises on a non-finite one."""

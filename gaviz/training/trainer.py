@@ -100,25 +100,26 @@ class AccumulationTrainer(tf.Module):
             batch); ``"weights"``, its total sample weight, e.g. the number of
             real tokens when the weights mask padding (the fix Hugging Face
             adopted for token-level losses); ``"sum"``, nothing.
-        jit_compile: ``False`` (default), ``True`` or ``"auto"``: compile
+        jit_compile: ``"auto"`` (default), ``True`` or ``False``: compile
             with XLA. On arrays (``fit(x, y)``) the whole graph call is one
             XLA program, which on a small model removes most of what a window
             costs beyond its arithmetic (benchmarks/bench_dispatch.py); on a
             dataset, whose iterator XLA cannot compile, each micro-step is.
-            ``True`` forces it: on a CPU, for a model with convolutions, whose
-            gradients XLA runs tens of times slower inside a loop
-            (jax-ml/jax#12868), only the micro-steps, with a warning.
             ``"auto"`` compiles calls on arrays where every layer has XLA
             kernels (Keras's rule, ``model_supports_jit``) and XLA is not
             slower on the device (no convolution on a CPU), and leaves a
-            dataset's micro-steps to TensorFlow (measured faster). (Keras's
-            own ``"auto"`` also leaves XLA off on a machine without a GPU;
-            gaviz's whole call on arrays measured faster with it there);
-            ``trainer.jit_compile`` says what was chosen, and so does the
-            ``"gaviz"`` logger at INFO.
-            Still one micro-batch's activations at a time, but XLA's peak
-            holds copies of the weights (benchmarks/bench_memory.py): where
-            memory is the constraint, leave it off.
+            dataset's micro-steps to TensorFlow (measured faster). Keras's
+            own ``"auto"`` differs on a CPU: it leaves XLA off on a machine
+            without a GPU, where gaviz's whole call on arrays measured faster
+            with it. ``trainer.jit_compile`` says what was chosen, and so
+            does the ``"gaviz"`` logger at INFO.
+            ``True`` forces it: on a CPU, for a model with convolutions, whose
+            gradients XLA runs tens of times slower inside a loop
+            (jax-ml/jax#12868), only the micro-steps, with a warning.
+            ``False`` turns it off. XLA still keeps one micro-batch's
+            activations at a time, but its peak holds copies of the weights
+            (benchmarks/bench_memory.py): where memory is the constraint,
+            pass ``jit_compile=False``.
         strategy: a ``tf.distribute.Strategy`` (default: the one in scope).
             Build the model and optimizer under ``strategy.scope()`` and batch
             the dataset with the global micro-batch size: each global
@@ -174,7 +175,7 @@ class AccumulationTrainer(tf.Module):
         accumulation_steps: int | Callable[[int], int] | None = None,
         tail: str = "flush",
         normalize: str | None = None,
-        jit_compile: bool | str = False,
+        jit_compile: bool | str = "auto",
         strategy: tf.distribute.Strategy | None = None,
         windows_per_call: int | str = "auto",
         metrics=None,
