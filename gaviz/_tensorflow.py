@@ -23,8 +23,9 @@ and the harmless messages of ``_KNOWN_NOISE``. Warnings, errors and Python's
 own output still show. The trainer's first forward pass is filtered the same
 way (a model's first float16 op logs a kernel fallback as an error on some
 CPUs), and so is each ``fit``'s first graph call (where XLA, on by default for
-arrays, logs its start and its first compilation). ``native_log`` keeps all of it. Without a quiet start, gaviz touches
-no file descriptor and TensorFlow prints what ``import tensorflow`` prints.
+arrays, logs its start and its first compilation). ``native_log`` keeps all of
+it. Without a quiet start, gaviz touches no file descriptor and TensorFlow
+prints what ``import tensorflow`` prints.
 """
 
 from __future__ import annotations
