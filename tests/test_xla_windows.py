@@ -189,7 +189,7 @@ trainer.fit(x, x[:, :1], batch_size=4, epochs=2, verbose=0)
 
 
 def test_each_call_on_arrays_reuses_one_xla_program(tmp_path):
-    """Twenty graph calls (two epochs of ten windows, one per call), each
+    """Ten graph calls (two epochs of five windows, one per call), each
     starting at another row: XLA compiles the call once. XLA dumps each
     program it compiles (``--xla_dump_to``), which is what is counted.
     (A start read from the cursor into a tf.slice was compiled per call.)"""
