@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 import gaviz
+from gaviz.training.window_loop import XLA_MODES
 
 FEATURES, MICRO, K, LR = 64, 32, 8, 0.01
 # Each timed run trains this many epochs in one call, as training would:
@@ -84,7 +85,7 @@ def gaviz_default_xla() -> tuple[str, bool]:
     program."""
     trainer = gaviz.AccumulationTrainer(make_model(), keras.optimizers.SGD(LR), "mse", K)
     loop = trainer.window_loop
-    return gaviz.training.window_loop.XLA_MODES[loop.xla].says, loop.whole_call_compiled
+    return XLA_MODES[loop.xla].says, loop.whole_call_compiled
 
 
 def gaviz_metrics_epoch(x, y):

@@ -18,6 +18,7 @@ from helpers import assert_same_history, clone, make_mlp, make_tagger, padded_to
 from reference import group_windows, micro_batches, train_big_batches
 
 import gaviz
+from gaviz.training import window_loop
 
 B, K = 8, 3  # 100 rows: 12 micro-batches of 8 and a short one of 4
 TOLERANCE = 1e-5
@@ -200,3 +201,31 @@ def test_each_call_on_arrays_reuses_one_xla_program(tmp_path):
                    capture_output=True, timeout=300)
     compiled = [p.name for p in dump.glob("*array_windows*before_optimizations.txt")]
     assert len(compiled) == 1, compiled
+
+
+def wide(built: bool):
+    """A dense model whose weights take just over 16 MiB (2048 x 2048 float32, and a bias)."""
+    keras.utils.set_random_seed(0)
+    layers = [keras.layers.Dense(2048), keras.layers.Dense(1)]
+    return keras.Sequential([keras.Input((2048,)), *layers] if built else layers)
+
+
+@pytest.mark.skipif(bool(tf.config.list_logical_devices("GPU")), reason="a CPU's choice")
+def test_auto_leaves_a_model_with_large_weights_to_plain_graphs_decided_once_it_is_built():
+    """XLA's peak holds more copies of the weights: "auto" spends that on
+    small models only. A model built at the first fit is decided then."""
+    sgd = keras.optimizers.SGD
+    assert window_loop.weight_bytes(wide(True)) > window_loop.AUTO_XLA_MAX_WEIGHT_BYTES
+    assert not gaviz.AccumulationTrainer(wide(True), sgd(0.01), "mse", 2).jit_compile
+    assert gaviz.AccumulationTrainer(wide(True), sgd(0.01), "mse", 2, jit_compile=True).jit_compile
+    x = np.random.default_rng(0).normal(size=(8, 2048)).astype("float32")
+    for model, compiled in ((wide(False), False), (make_mlp_without_input(), True)):
+        trainer = gaviz.AccumulationTrainer(model, sgd(0.01), "mse", 2)
+        trainer.fit(x[:, : 2048 if not compiled else 5], x[:, :1], batch_size=4, verbose=0)
+        assert trainer.jit_compile is compiled
+        assert trainer.window_loop.whole_call_compiled is compiled
+
+
+def make_mlp_without_input():
+    keras.utils.set_random_seed(1)
+    return keras.Sequential([keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)])

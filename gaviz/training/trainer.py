@@ -106,9 +106,12 @@ class AccumulationTrainer(tf.Module):
             costs beyond its arithmetic (benchmarks/bench_dispatch.py); on a
             dataset, whose iterator XLA cannot compile, each micro-step is.
             ``"auto"`` compiles calls on arrays where every layer has XLA
-            kernels (Keras's rule, ``model_supports_jit``) and XLA is not
-            slower on the device (no convolution on a CPU), and leaves a
-            dataset's micro-steps to TensorFlow (measured faster). Keras's
+            kernels (Keras's rule, ``model_supports_jit``), XLA is not
+            slower on the device (no convolution on a CPU) and the trainable
+            weights take at most 16 MiB (XLA's peak holds more copies of
+            them; a small model is where it pays), and leaves a dataset's
+            micro-steps to TensorFlow (measured faster); for a model built
+            at the first ``fit``, it is decided then. Keras's
             own ``"auto"`` differs on a CPU: it leaves XLA off on a machine
             without a GPU, where gaviz's whole call on arrays measured faster
             with it. ``trainer.jit_compile`` says what was chosen, and so
@@ -474,8 +477,10 @@ class AccumulationTrainer(tf.Module):
 
     def _windows(self) -> feeds.WindowFunctions:
         """What a feed needs of this trainer: its window functions and array cursor."""
+        # Looked up at each call: _prepare may build the window loop again.
         return feeds.WindowFunctions(
-            self.window_function, self.array_window_function, self.state.array_cursor
+            self.window_function, lambda *args: self.array_window_function(*args),
+            self.state.array_cursor,
         )
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
@@ -512,6 +517,8 @@ class AccumulationTrainer(tf.Module):
             if not self.model.trainable_variables:
                 raise ValueError("`model` has no trainable variables: nothing to train.")
             self._build()
+            if self._jit_compile_asked == "auto":  # decided again, now that the weights exist
+                self.window_loop = self._window_loop()
         self.objective.build(y, y_pred)
         if self.own_loss is not None:
             self.own_loss.check(x, y, y_pred, sample_weight)

@@ -21,6 +21,7 @@ import warnings
 from typing import Callable, NamedTuple
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from gaviz import _keras
@@ -297,6 +298,22 @@ _SLOW_IN_A_CPU_XLA_LOOP = (
 )
 
 
+#: ``jit_compile="auto"`` compiles the whole call only for a model whose
+#: trainable weights take at most this many bytes. XLA's program holds more
+#: copies of the weights at its peak than the plain graph does (a 9 MiB dense
+#: model, micro-batch 32, k = 8: 2.7x the weights' bytes over a plain step of
+#: batch 32, against 1.1x without XLA; benchmarks/memory_auto_xla.py), and it
+#: pays most where a model is small and dispatch, not arithmetic, is what a
+#: window costs.
+AUTO_XLA_MAX_WEIGHT_BYTES = 16 * 2**20
+
+
+def weight_bytes(model) -> int:
+    """Bytes of ``model``'s trainable weights (0 before it is built)."""
+    return sum(int(np.prod(v.shape)) * tf.as_dtype(v.dtype).size
+               for v in model.trainable_variables)
+
+
 def xla_mode(model, jit_compile: bool | str) -> str:
     """How XLA compiles ``model``'s window loop: ``"off"`` without
     ``jit_compile``; ``"whole_call"`` on arrays; ``"micro_step"`` (with a
@@ -304,15 +321,17 @@ def xla_mode(model, jit_compile: bool | str) -> str:
 
     ``"auto"`` is ``"arrays"`` (the whole call on arrays, as
     ``"whole_call"``, and a dataset's micro-steps left to TensorFlow) where
-    every layer supports XLA (Keras's ``model_supports_jit``) and XLA is not
-    slower on the device (no convolution on a CPU), ``"off"``
-    otherwise. A dataset's micro-steps are not compiled: each is then an XLA
-    launch inside TensorFlow's loop, which measured slower than none (the
-    dispatch benchmark's MLP: about 200 ms an epoch against 145 ms).
+    every layer supports XLA (Keras's ``model_supports_jit``), XLA is not
+    slower on the device (no convolution on a CPU) and the trainable weights
+    take at most :data:`AUTO_XLA_MAX_WEIGHT_BYTES`, ``"off"`` otherwise. A
+    dataset's micro-steps are not compiled: each is then an XLA launch inside
+    TensorFlow's loop, which measured slower than none (the dispatch
+    benchmark's MLP: about 200 ms an epoch against 145 ms).
     """
     if jit_compile == "auto":
         fast = _keras.model_supports_jit(model) and not _slow_in_a_cpu_xla_loop(model)
-        return "arrays" if fast else "off"
+        small = weight_bytes(model) <= AUTO_XLA_MAX_WEIGHT_BYTES
+        return "arrays" if fast and small else "off"
     if not jit_compile:
         return "off"
     slow = _slow_in_a_cpu_xla_loop(model)
