@@ -35,28 +35,6 @@ def make_model():
     return keras.Sequential([keras.Input((256,)), *hidden, keras.layers.Dense(10)])
 
 
-def plain_epoch(model, x, y, loss, batch, jit_compile):
-    import keras
-    import tensorflow as tf
-
-    optimizer = keras.optimizers.SGD(0.01)
-
-    @tf.function(jit_compile=jit_compile)
-    def step(xb, yb):
-        with tf.GradientTape() as tape:
-            value = loss(yb, model(xb, training=True))
-        grads = tape.gradient(value, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch)
-
-    def epoch():
-        for xb, yb in dataset:
-            step(xb, yb)
-
-    return epoch
-
-
 def gaviz_epoch(model, x, y, loss, jit_compile):
     import keras
 
@@ -74,6 +52,7 @@ def measure(name) -> dict:
 
     import keras
     import numpy as np
+    import tensorflow as tf
 
     import gaviz
 
@@ -82,10 +61,17 @@ def measure(name) -> dict:
     x = rng.normal(size=(SAMPLES, 256)).astype("float32")
     y = rng.integers(0, 10, size=(SAMPLES,)).astype("int32")
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    # bench_memory's textbook step (its loss is this one); imported here, in
+    # the child, as it loads TensorFlow.
+    from bench_memory import plain_epoch
+
+    def batches(size):
+        return tf.data.Dataset.from_tensor_slices((x, y)).batch(size)
+
     epoch = {
-        CONFIGURATIONS[0]: lambda: plain_epoch(model, x, y, loss, MICRO, False),
-        CONFIGURATIONS[1]: lambda: plain_epoch(model, x, y, loss, MICRO, True),
-        CONFIGURATIONS[2]: lambda: plain_epoch(model, x, y, loss, MICRO * K, False),
+        CONFIGURATIONS[0]: lambda: plain_epoch(model, batches(MICRO), False),
+        CONFIGURATIONS[1]: lambda: plain_epoch(model, batches(MICRO), True),
+        CONFIGURATIONS[2]: lambda: plain_epoch(model, batches(MICRO * K), False),
         CONFIGURATIONS[3]: lambda: gaviz_epoch(model, x, y, loss, False),
         CONFIGURATIONS[4]: lambda: gaviz_epoch(model, x, y, loss, True),
     }[name]()
