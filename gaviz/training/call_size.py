@@ -11,8 +11,12 @@ import tensorflow as tf
 
 #: With ``windows_per_call="auto"`` and nobody listening, calls grow (doubling)
 #: while they take less than this, so Python's share of an epoch shrinks while
-#: ``stop_training`` still lands within a fraction of a second.
-AUTO_CALL_SECONDS = 0.02
+#: ``stop_training`` still lands within a tenth of a second (and the progress
+#: bar, which Keras redraws at most every 50 ms, still moves). At 20 ms, calls
+#: of the dispatch benchmark's XLA windows (about 1.5 ms each) stopped at 8 or
+#: 16 windows, whichever side of 20 ms a call fell on: 54.9 and 48.7 ms an
+#: epoch, against 46.7 at 32 (2026-11-27, benchmarks/bench_dispatch.py's MLP).
+AUTO_CALL_SECONDS = 0.1
 AUTO_MAX_WINDOWS = 256
 
 

@@ -136,7 +136,7 @@ class AccumulationTrainer(tf.Module):
             ``steps_per_execution``), or ``"auto"``: one while ``on_update``
             callbacks listen (each update is reported before the next starts,
             so ``stop_training`` lands after exactly that update), otherwise
-            doubled while calls take under 20 ms (on one worker; with several,
+            doubled while calls take under 0.1 s (on one worker; with several,
             each would time its own calls, so it stays one). Callbacks see
             every update either way, after the call that applied it.
         metrics: what ``compile`` takes (default: the model's compiled
