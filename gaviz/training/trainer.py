@@ -207,9 +207,7 @@ class AccumulationTrainer(tf.Module):
         self.state = TrainerState(self.strategy)
         self._built, self._checked_spec, self._trained = False, None, []
         self._state_watched = False  # layers updating their own state: checked once
-        if model.built and model.trainable_variables:
-            self._build()
-        self.window_loop = self._window_loop()
+        self._build_when_built()
 
     def _window_loop(self) -> WindowLoop:
         """The graph code, built from its parts."""
@@ -247,6 +245,14 @@ class AccumulationTrainer(tf.Module):
         #: Whether the loss is what the model's layers add with add_loss alone
         #: (compiled without a loss): then fit takes data without targets.
         self._added_loss_only = self.objective.compile_loss is None and owner is None
+
+    def _build_when_built(self, after_restore: bool = True):
+        """Builds what needs the model's weights, if the model has them, then
+        the window loop: made again each time, since what it compiles
+        (``jit_compile="auto"``) depends on the weights."""
+        if self.model.built and self.model.trainable_variables:
+            self._build(after_restore)
+        self.window_loop = self._window_loop()
 
     def _build(self, after_restore: bool = True):
         """Creates optimizer slots, and the carried window's sums if needed
@@ -293,9 +299,7 @@ class AccumulationTrainer(tf.Module):
             self._compile(None, None, self.objective.requested, None, None)
             self.state.forget_window_variables()
             self._built, self._checked_spec, self._trained = False, None, []
-            if model.built and model.trainable_variables:
-                self._build(after_restore=False)
-            self.window_loop = self._window_loop()
+            self._build_when_built(after_restore=False)
         elif self._built and [id(v) for v in model.trainable_variables] != self._trained:
             raise ValueError(
                 "`model`'s trainable variables changed since it was compiled (a layer's "
@@ -516,9 +520,7 @@ class AccumulationTrainer(tf.Module):
         if not self._built:
             if not self.model.trainable_variables:
                 raise ValueError("`model` has no trainable variables: nothing to train.")
-            self._build()
-            if self._jit_compile_asked == "auto":  # decided again, now that the weights exist
-                self.window_loop = self._window_loop()
+            self._build_when_built()
         self.objective.build(y, y_pred)
         if self.own_loss is not None:
             self.own_loss.check(x, y, y_pred, sample_weight)
