@@ -3,9 +3,9 @@ beside the Keras source file it mirrors, and nowhere else.
 
 Keras's public API does not expose what an exact accumulation trainer must
 share with ``Model.fit``: the compiled loss and metrics, the loss tracker,
-the data adapters, the optimizer's clipping and learning-rate schedule. A
-newer (or older) Keras may rename any of them; :data:`NAMES` and
-:data:`ATTRIBUTES` list them so that tests/test_keras_door.py fails by name
+the data adapters, the optimizer's clipping, learning-rate schedule and
+moving average. A newer (or older) Keras may rename any of them; :data:`NAMES`
+and :data:`ATTRIBUTES` list them so that tests/test_keras_door.py fails by name
 on a Keras that lacks one, instead of a trainer failing somewhere inside.
 """
 
@@ -154,6 +154,18 @@ def set_learning_rate_source(optimizer, source) -> None:
     optimizer._learning_rate = source
 
 
+# keras/src/optimizers/base_optimizer.py: the weights' moving average of an
+# optimizer made with use_ema=True. ``_backend_apply_gradients`` moves it with
+# ``_update_model_variables_moving_average(self._trainable_variables)`` on every
+# call, outside the branch that applies a window of gradient_accumulation_steps.
+
+def move_moving_average(optimizer, variables) -> None:
+    """One move of ``optimizer``'s moving average towards ``variables`` (those it
+    was built with, in order): ``average = m * average + (1 - m) * variable``, with
+    ``m = ema_momentum``, or 0 while ``optimizer.iterations == 0``."""
+    optimizer._update_model_variables_moving_average(variables)
+
+
 #: Private attributes, by the Keras object that holds them: each must be on
 #: such an object (tests/test_keras_door.py builds one of each and checks).
 ATTRIBUTES = {
@@ -162,5 +174,5 @@ ATTRIBUTES = {
     "built CompileLoss": ("_user_loss", "_flat_losses", "_y_true_build_structure",
                           "_y_pred_build_structure"),
     "layer": ("_get_own_losses",),
-    "optimizer": ("_clip_gradients", "_learning_rate"),
+    "optimizer": ("_clip_gradients", "_learning_rate", "_update_model_variables_moving_average"),
 }

@@ -52,7 +52,7 @@ def test_gallery_names_and_labels():
         "missing_reset", "missing_normalization", "dropped_tail", "update_every_micro_step",
         "zeroed_weights", "mean_of_means", "per_micro_batch_clipping",
         "regularizer_every_micro_step", "under_scaled_tail", "carried_tail",
-        "schedule_per_micro_step",
+        "schedule_per_micro_step", "ema_per_micro_step",
     }
     source = inspect.getsource(gaviz.gallery.pitfalls)
     records = source[source.index("GALLERY = ("):].split("    Pitfall(\n")[1:]
@@ -67,7 +67,8 @@ def test_gallery_names_and_labels():
         for part in ("Symptom:", "Cause:", "Fix:", "Detect:"):
             assert part in doc, (cls.__name__, part)
     for function in (gaviz.gallery.pitfalls.mean_contribution, gaviz.gallery.pitfalls.keep_gradients,
-                     gaviz.gallery.pitfalls.zero_weights, gaviz.gallery.pitfalls.full_window_divisor):
+                     gaviz.gallery.pitfalls.zero_weights, gaviz.gallery.pitfalls.full_window_divisor,
+                     gaviz.gallery.pitfalls.average_each_micro_step):
         assert "# PITFALL:" in inspect.getsource(function)
 
 
@@ -277,3 +278,68 @@ def test_schedule_per_micro_step_runs_the_schedule_k_times_too_fast(equal_micro)
     assert int(trainer.optimizer.iterations.numpy()) == 2  # it still counts updates
     with pytest.raises(ValueError, match="must have a learning-rate schedule"):
         PITFALLS["schedule_per_micro_step"](make_mlp(), sgd(), "mse", K)
+
+
+# ------------------------------------------------------------ the moving average
+
+EMA_MOMENTUM, EMA_LR = 0.5, 0.1
+
+
+def one_weight():
+    return keras.Sequential([keras.Input((1,)), keras.layers.Dense(
+        1, use_bias=False, kernel_initializer="zeros")])
+
+
+def steady_descent():
+    """3 windows of K micro-batches of 8 samples x = 1, y = -100: under MAE every
+    gradient is 1, so SGD(0.1) moves the weight by d = -0.1 per update: W_n = -0.1 n."""
+    x, y = np.ones((3 * K * 8, 1), "float32"), np.full((3 * K * 8, 1), -100.0, "float32")
+    return micro_batches(x, y, [8] * (3 * K))
+
+
+def averaging_sgd(**kwargs):
+    return keras.optimizers.SGD(EMA_LR, use_ema=True, ema_momentum=EMA_MOMENTUM, **kwargs)
+
+
+def test_ema_per_micro_step_moves_the_average_k_times_per_update():
+    """How far the moving average trails the weight after 3 updates, by hand.
+
+    With momentum m, the average copies the weight at update 1 (Keras's momentum is
+    0 while ``iterations == 0``): lag 0. Exact, one move per update:
+    ``lag_n = m (lag_(n-1) + d)``, so ``lag_3 = m (1 + m) d = 0.075``. Once per
+    micro-step, k - 1 moves towards the weight before the update, then the update's:
+    ``lag_n = m^k lag_(n-1) + m d``, so ``lag_3 = m (1 + m^k) d = 0.053125``.
+    """
+    m, d = EMA_MOMENTUM, EMA_LR
+    averages = {}
+    for name in ("exact", "ema_per_micro_step"):
+        model = one_weight()
+        cls = gaviz.AccumulationTrainer if name == "exact" else PITFALLS[name]
+        trainer = cls(model, averaging_sgd(), "mae", K)
+        history = trainer.fit(dataset_of(steady_descent()), verbose=0)
+        assert len(history) == 3
+        averages[name] = float(flat(model)[0])  # fit copies the average into the model
+    weight = -3 * d  # the weights themselves are the same in both runs
+    assert averages["exact"] - weight == pytest.approx(m * (1 + m) * d, rel=1e-5)
+    assert averages["ema_per_micro_step"] - weight == pytest.approx(m * (1 + m ** K) * d, rel=1e-5)
+    # The number Keras's built-in gives, through Model.fit.
+    model = one_weight()
+    model.compile(optimizer=averaging_sgd(gradient_accumulation_steps=K), loss="mae")
+    model.fit(dataset_of(steady_descent()), verbose=0, shuffle=False)
+    assert float(flat(model)[0]) == pytest.approx(averages["ema_per_micro_step"], rel=1e-6)
+
+
+def test_ema_per_micro_step_changes_only_the_average():
+    result = gaviz.compare_with_exact(PITFALLS["ema_per_micro_step"], one_weight, averaging_sgd,
+                                      "mae", dataset_of(steady_descent()), K)
+    assert max(result.weight_distance) == 0.0  # every update is exact
+    # The average fit leaves in the model: 0.075 - 0.053125 from the exact one's.
+    assert result.final_weight_distance == pytest.approx(0.021875, rel=1e-4)
+    assert result.headline == ("ema_per_micro_step: the moving average fit leaves in the model "
+                               "is 0.022 from the exact one's after 3 updates")
+
+
+def test_ema_per_micro_step_needs_a_moving_average():
+    with pytest.raises(gaviz.gallery.pitfalls.OptimizerRefused, match=r"use_ema=True") as caught:
+        PITFALLS["ema_per_micro_step"](one_weight(), sgd(), "mse", K)
+    assert isinstance(caught.value, ValueError) and caught.value.needs == "use_ema=True"

@@ -26,9 +26,10 @@ class Comparison:
         first_update_relative_error: ``|d - d_exact| / |d_exact|`` for the
             first update's weight change ``d``.
         final_weight_distance: distance between the two runs' weights at the
-            end, whatever number of updates each made (a dropped tail makes
-            fewer updates, so ``weight_distance``, paired by update number,
-            can understate it).
+            end, as ``fit`` left them (with ``use_ema=True``, the moving average
+            it copies into the model), whatever number of updates each made (a
+            dropped tail makes fewer updates, so ``weight_distance``, paired by
+            update number, can understate it).
         effective_learning_rate_ratio: ``|d| / |d_exact|`` for the first
             update when both point the same way (cosine > 0.99), else None:
             how much larger the step is, as a learning-rate factor.
@@ -78,7 +79,9 @@ class Comparison:
         ``"update_growth"``, how much the update size grew, last update /
         first; ``"learning_rate"``, the effective learning-rate ratio;
         ``"update_count"``, the update counts and the final weight distance;
-        ``"first_update"`` (any other trainer), the first update's relative error.
+        ``"moving_average"``, the final weight distance, where ``fit`` copied the
+        moving average into the model; ``"first_update"`` (any other trainer),
+        the first update's relative error.
         """
         record = pitfalls.record_of(self.name)
         story = self._story(record.story if record else "first_update")
@@ -101,6 +104,10 @@ class Comparison:
         if kind == "update_count":
             return (f"{len(self.loss)} updates (exact: {len(self.exact_loss)}), "
                     f"final weights {self.final_weight_distance:.2g} apart")
+        if kind == "moving_average":
+            return (f"the moving average fit leaves in the model is "
+                    f"{self.final_weight_distance:.2g} from the exact one's after "
+                    f"{len(self.loss)} updates")
         return f"first update off by {self.first_update_relative_error:.2g}"
 
     def plot(self, figure=None):
@@ -140,11 +147,18 @@ class RunTrace:
         weights: the model's weights flattened to float64, before the first
             update and after each one.
         failure: the ``NonFiniteUpdate`` that ended the run early, else None.
+        final: the weights as ``fit`` left them (with ``use_ema=True``, the
+            moving average it copied into the model); None: the last of ``weights``.
     """
 
     losses: list = field(default_factory=list)
     weights: list = field(default_factory=list)
     failure: NonFiniteUpdate | None = None
+    final: np.ndarray | None = None
+
+    @property
+    def final_weights(self) -> np.ndarray:
+        return self.weights[-1] if self.final is None else self.final
 
     @property
     def error(self) -> str | None:
@@ -173,6 +187,7 @@ def record_run(trainer, dataset, epochs: int = 1, on_update=None,
 
     try:
         trainer.fit(dataset, epochs=epochs, on_update=record, verbose=0)
+        trace.final = flat_weights(trainer.model)
     except NonFiniteUpdate as failure:
         trace.failure = failure
     if not every_update:
@@ -191,7 +206,7 @@ def compare_runs(name: str, subject: RunTrace, exact: RunTrace) -> Comparison:
         ],
         update_norms=_update_norms(subject.weights),
         exact_update_norms=_update_norms(exact.weights),
-        final_weight_distance=float(np.linalg.norm(subject.weights[-1] - exact.weights[-1])),
+        final_weight_distance=float(np.linalg.norm(subject.final_weights - exact.final_weights)),
         error=subject.error,
         failed_update=None if subject.failure is None else subject.failure.update,
     )

@@ -87,15 +87,36 @@ def micro_steps_before(micro_steps):
     return micro_steps - 1
 
 
+def average_each_micro_step(micro_steps):
+    """The moving average's moves before an update: one per micro-step of the
+    window but the last, whose move is the update's own."""
+    # PITFALL: the moving average moves on every micro-step, not once per update.
+    return micro_steps - 1
+
+
+class OptimizerRefused(ValueError):
+    """A pitfall's trainer was given an optimizer its mistake shows nothing with.
+
+    Attributes:
+        pitfall: the pitfall's class name.
+        needs: what the optimizer lacks, in words.
+    """
+
+    def __init__(self, message, pitfall, needs):
+        super().__init__(message)
+        self.pitfall, self.needs = pitfall, needs
+
+
 def require_schedule(optimizer) -> None:
     """Raises unless ``optimizer``'s learning rate is a schedule: a constant one shows nothing."""
     inner = getattr(optimizer, "inner_optimizer", optimizer)
     if not isinstance(getattr(inner, "_learning_rate", None),
                       keras.optimizers.schedules.LearningRateSchedule):
-        raise ValueError(
+        raise OptimizerRefused(
             "`optimizer` must have a learning-rate schedule "
             "(keras.optimizers.schedules.LearningRateSchedule) for SchedulePerMicroStep "
-            "to show anything. Received an optimizer with a constant learning rate."
+            "to show anything. Received an optimizer with a constant learning rate.",
+            "SchedulePerMicroStep", "a learning-rate schedule",
         )
 
 
@@ -103,15 +124,27 @@ def require_clipping(optimizer) -> None:
     """Raises unless ``optimizer`` clips: per-micro-batch clipping shows nothing otherwise."""
     clips = ("global_clipnorm", "clipnorm", "clipvalue")
     if not any(getattr(optimizer, name, None) for name in clips):
-        raise ValueError(
+        raise OptimizerRefused(
             "`optimizer` must clip (global_clipnorm, clipnorm or clipvalue) for "
             "PerMicroBatchClipping to show anything. Received an optimizer without "
-            "clipping."
+            "clipping.",
+            "PerMicroBatchClipping", "clipping",
+        )
+
+
+def require_moving_average(optimizer) -> None:
+    """Raises unless ``optimizer`` keeps a moving average of the weights (``use_ema=True``)."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if not getattr(inner, "use_ema", False):
+        raise OptimizerRefused(
+            "`optimizer` must keep a moving average of the weights (use_ema=True) for "
+            "EmaPerMicroStep to show anything. Received an optimizer with use_ema=False.",
+            "EmaPerMicroStep", "use_ema=True",
         )
 
 
 #: The stories a comparison with the exact trainer tells (``Comparison.headline``).
-STORIES = ("update_growth", "learning_rate", "update_count", "first_update")
+STORIES = ("update_growth", "learning_rate", "update_count", "moving_average", "first_update")
 
 
 @dataclass(frozen=True)
@@ -132,7 +165,8 @@ class Pitfall:
         rule: its arithmetic (:data:`gaviz.training.rules.EXACT` when its mistake is a setting).
         settings: trainer arguments its mistake fixes (e.g. ``tail="drop"``).
         mistake: why a setting is fixed, for the error when another is passed.
-        requires: checks the optimizer before training (None: any optimizer).
+        requires: checks the optimizer before training, raising
+            :class:`OptimizerRefused` (None: any optimizer).
     """
 
     name: str
@@ -338,6 +372,31 @@ GALLERY = (
         story="first_update",
         # PITFALL: the schedule reads the micro-steps consumed (micro_steps_before).
         rule=Rule(schedule_step=micro_steps_before), requires=require_schedule,
+    ),
+    Pitfall(
+        name="ema_per_micro_step", class_name="EmaPerMicroStep",
+        summary="The weights' moving average (``use_ema=True``) moves on every micro-step, "
+                "not once per update. Needs an optimizer with ``use_ema=True``.",
+        symptom="the average keeps ``ema_momentum ** k`` of itself per update instead of "
+                "``ema_momentum`` (0.99 becomes 0.96 at k=4: an average over about 25 "
+                "updates, not 100), and k - 1 of its k moves go towards the weights before "
+                "the update; the weights themselves are exact until ``fit`` ends and copies "
+                "the average into the model.",
+        cause="the moving average is moved wherever the optimizer is called, outside the "
+              "branch that applies the window: what Keras's built-in "
+              "``gradient_accumulation_steps`` does (``_backend_apply_gradients`` moves it "
+              "after its ``cond``).",
+        fix="move the moving average once per update, after the update (the optimizer's "
+            "use_ema does, applied once per window)",
+        detect="with ``ema_momentum`` m, three updates, and a weight that moves only in "
+               "update 2, the average of that weight ends ``m ** (k + 1)`` of its move "
+               "behind it, not ``m ** 2``.",
+        lesson="11_caveats",
+        probe="ema", signature="the average moves k times per update (exact: once)",
+        story="moving_average",
+        # PITFALL: k - 1 moves of the average before each update (average_each_micro_step).
+        rule=Rule(ema_updates_before_apply=average_each_micro_step),
+        requires=require_moving_average,
     ),
 )
 

@@ -4,8 +4,9 @@ A :class:`Rule` is a frozen set of pure functions and switches the window
 loop reads: what one micro-batch contributes to the window, what the window
 is divided by, how many times the weight penalty counts in an update,
 whether each micro-batch's gradient is clipped (with the optimizer's own
-clipping) before it is added or applied on its own, and what the next
-window starts from. :data:`EXACT` is the rule of the exact trainer;
+clipping) before it is added or applied on its own, what the next window
+starts from, and how often the optimizer's moving average of the weights
+moves per update. :data:`EXACT` is the rule of the exact trainer;
 the arithmetic pitfalls in :mod:`gaviz.gallery.pitfalls` are the exact trainer with
 another rule.
 """
@@ -69,6 +70,12 @@ class Rule:
             schedule reads at an update, given the micro-batches consumed up
             to the end of its window; None (exact): the optimizer's own
             count of updates, ``optimizer.iterations``.
+        ema_updates_before_apply: ``micro_steps -> count``: how many times the
+            optimizer's moving average of the weights (``use_ema=True``) moves
+            towards the weights just before an update, given the window's
+            micro-steps (carried ones included); each move is Keras's own,
+            momentum 0 while ``optimizer.iterations == 0``. None (exact): only
+            the optimizer's own move, once per update, after it.
     """
 
     contribution: Callable[[WindowSums], WindowSums] = sum_contribution
@@ -79,6 +86,7 @@ class Rule:
     next_window: Callable = fresh_window
     sums_outlive_updates: bool = False
     schedule_step: Callable | None = None
+    ema_updates_before_apply: Callable | None = None
 
 
 #: The exact trainer's rule: sum everything, divide once by the window's count.

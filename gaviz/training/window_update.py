@@ -3,7 +3,8 @@
 Finish: the weight penalty (counted as the rule says), the divisor, the
 window's loss and gradient, and whether they are finite. Apply: one
 optimizer step, which a loss-scaling optimizer may skip (its scaled
-gradients overflowed); the trainer counts such windows.
+gradients overflowed); the trainer counts such windows. A rule may move the
+optimizer's moving average of the weights before the step, too.
 """
 
 from __future__ import annotations
@@ -37,9 +38,17 @@ class WindowUpdate:
         self.model, self.optimizer, self.objective = model, optimizer, objective
         self.rule, self.skipped_windows = rule, skipped_windows
         self.loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        #: The micro-steps of the window :meth:`finish` was last traced with: the
+        #: window the :meth:`update` after it applies, in the same trace.
+        self._steps_in_window = None
 
     def finish(self, totals: WindowSums, steps, k):
-        """``(loss, gradient, finite)`` of the window, by the rule."""
+        """``(loss, gradient, finite)`` of the window, by the rule.
+
+        Also notes ``steps``, the window's micro-steps, for the :meth:`update`
+        that follows it (a rule's ``ema_updates_before_apply`` reads them).
+        """
+        self._steps_in_window = steps
         penalty, penalty_grads = self._weight_penalty(steps)
         divisor = self.rule.divisor(totals.normalizer, steps, k)
         if self.objective.normalize == "sum":  # the loss's reduction is "sum"
@@ -70,18 +79,29 @@ class WindowUpdate:
         ``micro_steps``: micro-batches consumed up to the end of this window
         (read only by a rule with a ``schedule_step``).
         """
+        steps = None
+        if self.rule.ema_updates_before_apply is not None:
+            steps = self._steps_in_window  # the window finish() was given
 
         if not self.loss_scaled:
-            return when(apply, lambda: self.apply(grads, micro_steps))
+            return when(apply, lambda: self.apply(grads, micro_steps, steps))
         before = tf.identity(self.optimizer.iterations.value)
-        when(apply, lambda: self.apply(grads, micro_steps))
+        when(apply, lambda: self.apply(grads, micro_steps, steps))
         skipped = tf.logical_and(apply, tf.equal(self.optimizer.iterations.value, before))
         when(skipped, lambda: self.skipped_windows.assign_add(1))
         return tf.logical_and(apply, tf.logical_not(skipped))
 
-    def apply(self, grads, micro_steps=None):
-        """One optimizer step with ``grads`` (float32 sums), cast to each weight's dtype."""
+    def apply(self, grads, micro_steps=None, steps_in_window=None):
+        """One optimizer step with ``grads`` (float32 sums), cast to each weight's dtype.
+
+        ``steps_in_window``: the window's micro-steps, for a rule with
+        ``ema_updates_before_apply``: its moving average moves that many times
+        towards the weights before the step (the step then moves it once more).
+        """
         variables = self.model.trainable_variables
+        if self.rule.ema_updates_before_apply is not None and steps_in_window is not None:
+            _move_average(self.optimizer, variables,
+                          self.rule.ema_updates_before_apply(steps_in_window))
         step = None
         if self.rule.schedule_step is not None and micro_steps is not None:
             step = self.rule.schedule_step(micro_steps)
@@ -105,6 +125,19 @@ def apply_to(optimizer, grads, variables):
     cast to each variable's dtype. The trainer and :class:`gaviz.Accumulator`
     both update through here."""
     optimizer.apply_gradients([(tf.cast(g, v.dtype), v) for g, v in zip(grads, variables)])
+
+
+def _move_average(optimizer, variables, times):
+    """Moves ``optimizer``'s moving average of ``variables`` towards them ``times``
+    times (a tensor), each move Keras's own (see gaviz/_keras.py)."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    times = tf.convert_to_tensor(times)
+
+    def move(done):
+        _keras.move_moving_average(inner, variables)
+        return done + 1
+
+    tf.while_loop(lambda done: done < times, move, [tf.zeros_like(times)])
 
 
 @contextlib.contextmanager
