@@ -263,6 +263,15 @@ def keras_builtin(model, optimizer, loss, micro_batches, accumulation_steps):
     model.fit(micro_batches, epochs=1, verbose=0, shuffle=False)
 
 
+def keras_builtin_without_ema(model, optimizer, loss, micro_batches, accumulation_steps):
+    """Keras's own accumulation, its optimizer made without a moving average."""
+    if not model.compiled:
+        config = optimizer.get_config() | {"gradient_accumulation_steps": accumulation_steps,
+                                           "use_ema": False}
+        model.compile(optimizer=type(optimizer).from_config(config), loss=loss)
+    model.fit(micro_batches, epochs=1, verbose=0, shuffle=False)
+
+
 # -------------------------------------------------------------------- tests
 
 
@@ -278,6 +287,7 @@ GALLERY_NUMBERS = {
     "regularizer_every_micro_step": K,  # penalty per update
     "under_scaled_tail": probes.tail_length(K) / K,
     "carried_tail": None,  # how far the tail's weights move in epoch 2
+    "ema_per_micro_step": K,  # the moving average's moves per update
 }
 
 
@@ -301,7 +311,7 @@ def test_the_exact_trainer_is_exact():
     assert report.exact and report.findings == [] and report.unused == []
     assert report.summary() == (
         "AccumulationTrainer against the exact trainer (accumulation_steps=4): "
-        "exact on all 4 probes")
+        "exact on all 5 probes")
     for verdict in report.probes:
         np.testing.assert_array_equal(verdict.contributions, 1.0)  # the same code: no rounding
 
@@ -341,18 +351,42 @@ def test_two_defects_in_one_loop_are_both_reported(loop, expected):
     assert [line.split(":")[0] for line in lines[1:]] == [f"- {name}" for name in expected]
 
 
-def test_keras_builtin_is_a_mean_of_means_with_a_carried_tail():
+def test_keras_builtin_is_a_mean_of_means_with_a_carried_tail_and_an_ema_per_micro_step():
     report = diagnose(keras_builtin, accumulation_steps=K)
-    assert report.findings == ["mean_of_means", "carried_tail"], report.summary()
-    mean_of_means, carried = report.details
+    assert report.findings == ["mean_of_means", "carried_tail", "ema_per_micro_step"], (
+        report.summary())
+    mean_of_means, carried, ema = report.details
     assert mean_of_means.value == pytest.approx(3.0, rel=1e-4)  # 6 / 2: sizes ignored
     assert carried.value > 0.1  # the tail moves its weights, but only in epoch 2
+    assert ema.value == pytest.approx(K, rel=1e-4)  # the average moves on every micro-step
     # Keras steps its own optimizer, so steps per window are not counted; and it
     # clips the averaged gradient once.
-    windows, _, _, clipping = report.probes
+    windows, _, _, clipping, averaged = report.probes
     assert "not counted" in windows.measured and clipping.verdict == "exact"
     # Keras divides each micro-batch's mean by k: equal micro-batches come out exact.
     assert np.max(np.abs(windows.contributions - 1)) < signatures.TOLERANCE / 100
+    # Its average of window 2's weights moved (1 - 0.8^5) / (1 - 0.8^2) as far as the
+    # exact one's (probes.py), windows 1 and 3's as far.
+    shares = averaged.contributions.reshape(-1, K).mean(axis=1)
+    np.testing.assert_allclose(shares, [1, (1 - 0.8 ** 5) / (1 - 0.8 ** 2), 1], rtol=1e-4)
+
+
+def test_the_moving_average_is_not_judged_where_there_is_none():
+    report = diagnose(keras_builtin_without_ema, accumulation_steps=K)
+    assert report.findings == ["mean_of_means", "carried_tail"], report.summary()
+    assert report.probes[-1].verdict == "moving average not used"
+    assert report.unused == ["the optimizer's moving average (use_ema)"]
+    assert report.summary().endswith(
+        "- note: ignores the optimizer's moving average (use_ema); not counted against it.")
+
+
+def test_a_gallery_trainer_is_run_only_on_the_probes_whose_optimizer_it_takes():
+    report = diagnose(gaviz.PITFALLS["ema_per_micro_step"], accumulation_steps=K)
+    assert [v.not_run for v in report.probes] == [signatures.Stop.REFUSED] * 4 + [None]
+    assert report.probes[0].verdict == "not run: the subject needs use_ema=True"
+    with pytest.raises(SubjectError, match=r"SchedulePerMicroStep refuses the optimizer of "
+                       r"every probe of diagnose.*must have a learning-rate schedule"):
+        diagnose(gaviz.PITFALLS["schedule_per_micro_step"], accumulation_steps=K)
 
 
 def test_the_numbers_are_the_defects_own():
@@ -381,7 +415,7 @@ def test_a_loop_that_moves_no_weight_is_not_exact():
     assert not report.changes_weights and not report.exact and report.findings == []
     assert "does not change the weights" in report.summary()
     assert [v.verdict for v in report.probes[1:]] == ["not run: the subject does not change "
-                                                      "the weights"] * 3
+                                                      "the weights"] * 4
 
 
 def assert_reads_well(text):
@@ -419,10 +453,10 @@ def test_summary_gives_number_and_fix_pointing_to_the_lesson():
 def test_notebook_display_has_the_probe_table_and_a_picture():
     report = diagnose(article_loop, accumulation_steps=K)
     page = report._repr_html_()
-    assert page.count("<tr>") == 1 + 4 and "data:image/png;base64," in page
+    assert page.count("<tr>") == 1 + 5 and "data:image/png;base64," in page
     assert "mean_of_means" in page and "dropped_tail" in page
     figure = report.plot()
-    assert len(figure.axes) == 4
+    assert len(figure.axes) == 5
     ragged = figure.axes[1]
     heights = [bar.get_height() for bar in ragged.patches]
     np.testing.assert_allclose(heights, report.probes[1].contributions, rtol=1e-6)

@@ -10,6 +10,7 @@ import pytest
 
 import gaviz
 from gaviz.gallery import probes, signatures
+from gaviz.gallery.pitfalls import OptimizerRefused
 from gaviz.gallery.probes import Observation
 from gaviz.gallery.signatures import SIGNATURES, Context, Outcome, Stop
 
@@ -28,14 +29,27 @@ def exact_run(probe):
     move[:used] = -0.01 * (1 + np.arange(used) % 3)
     move[len(probe.initial):] = -0.02  # the penalized kernel, when there is one
     moves = [move * (epoch + 1) for epoch in range(probe.epochs)]
-    return Observation(start, [start + m for m in moves], W if probe.name == "windows" else 1,
-                       None), moves
+    average = None
+    if probe.ema_momentum is not None:  # the exact average after 3 updates, per window
+        shares = np.repeat(exact_average_shares(probe.ema_momentum), K)
+        average = start + np.concatenate([shares, np.zeros(width - used)]) * moves[-1]
+    steps = W if probe.name in ("windows", "ema") else 1
+    return Observation(start, [start + m for m in moves], steps, None, average), moves
 
 
-def run(name, contributions, second=None, penalty=1.0, steps=None, error=None):
+def exact_average_shares(m):
+    """How far the exact average of the weights of windows 1, 2, 3 moved after the 3
+    updates, as a share of their weights' move: the average copies the weights at
+    update 1 (momentum 0), then moves once per update, by 1 - m."""
+    return np.array([1.0, 1 - m ** 2, 1 - m])
+
+
+def run(name, contributions, second=None, penalty=1.0, steps=None, error=None, average=None):
     """``(probe, subject, exact)``: the subject moves weight i ``contributions[i]``
     times as far as the exact trainer, in epoch 1 (``second`` in epoch 2) and its
-    penalized weights ``penalty`` times as far."""
+    penalized weights ``penalty`` times as far; its moving average (``ema``
+    probe) ends ``average[i]`` times as far as the exact one's (the move of its
+    weights, ``contributions``, when not given)."""
     probe = PROBES[name]
     exact, moves = exact_run(probe)
     used = len(probe.sizes)
@@ -46,7 +60,12 @@ def run(name, contributions, second=None, penalty=1.0, steps=None, error=None):
         scale[len(probe.initial):] = penalty
         after.append(exact.start + scale * move)
     steps = exact.optimizer_steps if steps is None else steps
-    return probe, Observation(exact.start, after, steps, error), exact
+    subject_average = None
+    if exact.average is not None and average != "none":
+        scale = np.ones(len(exact.start))
+        scale[:used] = contributions if average is None else average
+        subject_average = exact.start + scale * (exact.average - exact.start)
+    return probe, Observation(exact.start, after, steps, error, subject_average), exact
 
 
 def read(name, contributions, context=Context(), **kwargs):
@@ -89,8 +108,10 @@ def test_every_window_k_times_as_far_is_missing_normalization():
 
 def test_windows_counted_3_2_1_times_are_a_missing_reset():
     profile = np.repeat(np.arange(W, 0, -1.0), K)  # window 1 re-applied by every update
-    finding = only_finding(read("windows", profile)[0])
+    outcome, context = read("windows", profile)
+    finding = only_finding(outcome)
     assert (finding.name, finding.value) == ("missing_reset", pytest.approx(W))
+    assert not context.each_window_once  # the moving average of such weights is not judged
 
 
 def test_k_plus_1_steps_per_window_are_an_update_every_micro_step():
@@ -240,6 +261,79 @@ def test_clipping_is_not_judged_for_a_subject_stepping_every_micro_batch():
     assert not outcome.findings and outcome.note.startswith("not judged")
 
 
+# ---------------------------------------------------------------------- ema
+
+EMA = PROBES["ema"].ema_momentum  # 0.8
+
+
+def per_micro_step_shares(m, k):
+    """Each window's average, as a share of the exact one's, when the average moves on
+    every micro-step: windows 1 and 3 as exact; window 2's weight, which moved by d
+    in update 2, ends m^(k + 1) d ahead of its average, not m^2 d."""
+    return np.repeat([1.0, (1 - m ** (k + 1)) / (1 - m ** 2), 1.0], k)
+
+
+def test_an_average_moving_once_per_update_reads_exact():
+    outcome, context = read("ema", 1.0)
+    assert outcome.verdict == "exact" and not outcome.findings
+    assert outcome.measured == "average of windows 1-3 1.00, 1.00, 1.00x exact: 1.00 moves per update"
+    assert context == Context()
+
+
+def test_an_average_moving_on_every_micro_step_is_keras_builtin_ema():
+    shares = per_micro_step_shares(EMA, K)
+    assert shares[K] == pytest.approx((1 - 0.8 ** 5) / 0.36)  # 1.8676: window 2
+    finding = only_finding(read("ema", shares)[0])
+    assert (finding.name, finding.probe) == ("ema_per_micro_step", "ema")
+    assert finding.value == pytest.approx(K)  # moves per update
+    assert finding.measured == ("the moving average (use_ema) moves 4.00 times per update: "
+                                "each update keeps 0.41 of it, not 0.8")
+
+
+def test_an_average_of_weights_moving_k_times_as_far_is_read_per_window_scale():
+    context = Context(window_scale=K, missing_normalization=True)
+    assert read("ema", K * 1.0, context)[0].verdict == "exact"
+    finding = only_finding(read("ema", K * per_micro_step_shares(EMA, K), context)[0])
+    assert finding.value == pytest.approx(K)
+
+
+@pytest.mark.parametrize("k", [2, 3, 8])
+def test_the_moves_per_update_are_read_for_any_k(k):
+    ema = probes.make_probes(k)[-1]
+    exact = np.full(probes.WINDOWS * k, 1.0)
+    start = np.zeros(len(ema.initial))
+    shares = per_micro_step_shares(EMA, k)
+    exact_average = np.concatenate([exact * np.repeat(exact_average_shares(EMA), k),
+                                    np.zeros(len(start) - len(exact))])
+    subject_average = np.concatenate([shares * exact_average[: len(shares)],
+                                      np.zeros(len(start) - len(shares))])
+    observation = Observation(start, [start], W, None)
+    outcome, _ = signatures.read(ema, observation._replace(average=subject_average),
+                                 observation._replace(average=exact_average), k, Context())
+    assert only_finding(outcome).value == pytest.approx(k)
+
+
+def test_an_average_no_optimizer_kept_is_noted_as_unused():
+    outcome, _ = read("ema", 1.0, average="none")
+    assert not outcome.findings and not outcome.unexplained
+    assert outcome.unused == ["the optimizer's moving average (use_ema)"]
+    assert outcome.verdict == "moving average not used"
+
+
+@pytest.mark.parametrize("context", [Context(micro_part=K), Context(each_window_once=False)])
+def test_the_average_is_not_judged_when_windows_moved_the_weights_more_than_once(context):
+    outcome, _ = read("ema", per_micro_step_shares(EMA, K), context)
+    assert not outcome.findings and not outcome.unexplained
+    assert outcome.note.startswith("not judged")
+
+
+def test_an_average_off_in_another_way_matches_no_signature():
+    outcome, _ = read("ema", np.repeat([1.0, 1.2, 1.0], K))  # 1.2: no whole number of moves
+    assert not outcome.findings and outcome.verdict == "unexplained"
+    assert outcome.unexplained == ["ema probe: the moving average of windows 1-3 moved 1.00, "
+                                   "1.20, 1.00 times as far as the exact one"]
+
+
 # ------------------------------------------------------------- the whole judge
 
 
@@ -263,11 +357,11 @@ def test_an_exact_subject_is_observed_and_judged_on_every_probe():
     runs, observe = observe_all(1.0)
     judgement = signatures.judge(runs, observe, K)
     assert observe.calls == list(PROBES)
-    assert [v.verdict for v in judgement.verdicts] == ["exact"] * 4
+    assert [v.verdict for v in judgement.verdicts] == ["exact"] * 5
     assert all(v.not_run is None for v in judgement.verdicts)
     assert judgement.changes_weights and judgement.findings == []
     assert [v.labels[:2] for v in judgement.verdicts] == [
-        ["w1.1", "w1.2"], ["n=6", "n=2"], ["full 1", "full 2"], ["1", "2"]]
+        ["w1.1", "w1.2"], ["n=6", "n=2"], ["full 1", "full 2"], ["1", "2"], ["w1.1", "w1.2"]]
     assert judgement.verdicts[1].labels[-2:] == ["L2", "L2"]
 
 
@@ -276,9 +370,26 @@ def test_after_a_stop_the_later_probes_are_not_run():
     judgement = signatures.judge(runs, observe, K)
     assert observe.calls == ["windows"]
     assert not judgement.changes_weights
-    assert [v.not_run for v in judgement.verdicts] == [None] + [Stop.UNCHANGED] * 3
+    assert [v.not_run for v in judgement.verdicts] == [None] + [Stop.UNCHANGED] * 4
     assert [v.verdict for v in judgement.verdicts[1:]] == [
-        "not run: the subject does not change the weights"] * 3
+        "not run: the subject does not change the weights"] * 4
+
+
+def test_a_probe_whose_optimizer_the_subject_refuses_is_not_run():
+    runs, observe = observe_all(1.0)
+    refusal = OptimizerRefused("`optimizer` must keep a moving average", "EmaPerMicroStep",
+                               "use_ema=True")
+
+    def refusing(probe):
+        if probe.name != "ema":
+            raise refusal
+        return observe(probe)
+
+    judgement = signatures.judge(runs, refusing, K)
+    assert [v.not_run for v in judgement.verdicts] == [Stop.REFUSED] * 4 + [None]
+    assert judgement.verdicts[0].verdict == "not run: the subject needs use_ema=True"
+    assert judgement.verdicts[0].measured == "`optimizer` must keep a moving average"
+    assert judgement.verdicts[-1].verdict == "exact" and judgement.changes_weights
 
 
 def test_a_probes_verdict_names_its_findings_then_unexplained():

@@ -217,8 +217,10 @@ def diagnose(subject, accumulation_steps: int = 4, seed: int = 0) -> Diagnosis:
       an L2-penalized kernel, so ``model.losses`` is not empty there);
     - ``optimizer``: a fresh ``keras.optimizers.SGD`` the function should step
       (with ``global_clipnorm``: far above any gradient except in the clipping
-      probe). A function may build its own from ``optimizer.get_config()``;
-      steps per window are then not counted;
+      probe; with ``use_ema=True`` in the ema probe). A function may build its
+      own from ``optimizer.get_config()`` (``Model.fit`` with Keras's
+      ``gradient_accumulation_steps`` does); steps per window are then not
+      counted, and the moving average is read from ``model.optimizer``;
     - ``loss``: a ``keras.losses.MeanSquaredError()``;
     - ``micro_batches``: a ``tf.data.Dataset`` of ``(x, y)`` float32
       micro-batches, to iterate in order (a loop may also accept
@@ -229,11 +231,13 @@ def diagnose(subject, accumulation_steps: int = 4, seed: int = 0) -> Diagnosis:
     runs the subject and the exact trainer from the same weights: three full
     windows of equal micro-batches; one window of ragged micro-batches (with a
     weight penalty); a full and a partial window over two epochs; one window
-    under clipping. Each micro-batch moves one weight of its own, so with SGD
-    the ratio of the subject's move to the exact trainer's says how much that
-    micro-batch counted (1 when exact); each defect has its own ratios
+    under clipping; three full windows again, with a moving average of the
+    weights (``use_ema=True``). Each micro-batch moves one weight of its own, so
+    with SGD the ratio of the subject's move to the exact trainer's says how
+    much that micro-batch counted (1 when exact); each defect has its own ratios
     (:mod:`gaviz.gallery.signatures`). A defect that wipes or freezes the weights ends
-    the diagnosis after the first probe. Seeded, offline, a few seconds.
+    the diagnosis after the first probe; a gallery trainer is not run on the
+    probes whose optimizer its pitfall refuses. Seeded, offline, a few seconds.
 
     Args:
         subject: the function or trainer class to diagnose.
@@ -249,7 +253,8 @@ def diagnose(subject, accumulation_steps: int = 4, seed: int = 0) -> Diagnosis:
         TypeError: ``subject`` is neither such a function nor such a class,
             or cannot take those arguments.
         ValueError: ``accumulation_steps`` is not an int >= 2.
-        SubjectError: the subject raised (its exception is chained).
+        SubjectError: the subject raised (its exception is chained), or it
+            refused the optimizer of every probe.
     """
     start = time.perf_counter()
     k = checks.check_positive_int("accumulation_steps", accumulation_steps)
@@ -263,6 +268,11 @@ def diagnose(subject, accumulation_steps: int = 4, seed: int = 0) -> Diagnosis:
 
     judgement = signatures.judge(zip(probes.make_probes(k, seed), _exact_runs(k, seed)),
                                  observe, k)
+    if all(v.not_run is signatures.Stop.REFUSED for v in judgement.verdicts):
+        first = judgement.verdicts[0]
+        raise SubjectError(f"`subject` {candidate.name} refuses the optimizer of every probe of "
+                           f"diagnose (keras.optimizers.SGD): {first.measured}",
+                           candidate.name, first.probe, 1)
     return Diagnosis(
         subject=candidate.name,
         accumulation_steps=k,
@@ -361,7 +371,8 @@ class _blame:
     """Turns the subject's exceptions into a SubjectError naming it and its call.
 
     A ``FloatingPointError`` passes through: a trainer refusing a non-finite
-    update is a measurement, not a failure.
+    update is a measurement, not a failure; so does a gallery trainer's
+    ``OptimizerRefused``: that probe's optimizer cannot show its pitfall.
     """
 
     def __init__(self, name, call, probe, epoch):
@@ -371,7 +382,8 @@ class _blame:
         return self
 
     def __exit__(self, kind, error, traceback):
-        if not isinstance(error, Exception) or isinstance(error, FloatingPointError):
+        if not isinstance(error, Exception) or isinstance(
+                error, (FloatingPointError, pitfalls.OptimizerRefused)):
             return False
         raise SubjectError(
             f"`subject` {self.name} raised {type(error).__name__} in diagnose's "

@@ -166,7 +166,7 @@ class Pitfall:
         settings: trainer arguments its mistake fixes (e.g. ``tail="drop"``).
         mistake: why a setting is fixed, for the error when another is passed.
         requires: checks the optimizer before training, raising
-            :class:`OptimizerRefused` (None: any optimizer).
+            ``OptimizerRefused`` (None: any optimizer).
     """
 
     name: str
@@ -386,8 +386,7 @@ GALLERY = (
               "branch that applies the window: what Keras's built-in "
               "``gradient_accumulation_steps`` does (``_backend_apply_gradients`` moves it "
               "after its ``cond``).",
-        fix="move the moving average once per update, after the update (the optimizer's "
-            "use_ema does, applied once per window)",
+        fix="move the average once per update, after it",
         detect="with ``ema_momentum`` m, three updates, and a weight that moves only in "
                "update 2, the average of that weight ends ``m ** (k + 1)`` of its move "
                "behind it, not ``m ** 2``.",

@@ -15,7 +15,7 @@ A micro-batch counted twice reads 2, a dropped one 0, one divided by ``k``
 too many ``1/k``: the probes need no optimization to converge and no
 threshold on a loss curve, only arithmetic that rounding does not blur.
 
-Four probes, each a :class:`Probe` (what to feed) then an
+Five probes, each a :class:`Probe` (what to feed) then an
 :class:`Observation` (the weights that came out):
 
 - ``windows``: three full windows of equal micro-batches (scale, steps per
@@ -26,11 +26,20 @@ Four probes, each a :class:`Probe` (what to feed) then an
 - ``tail``: one full window and a partial one, over two epochs (the partial
   window dropped, under-scaled or carried);
 - ``clipping``: one full window with ``global_clipnorm`` below every
-  micro-batch's gradient norm (clipping each micro-batch).
+  micro-batch's gradient norm (clipping each micro-batch);
+- ``ema``: the ``windows`` probe with an optimizer that keeps a moving
+  average of the weights (``use_ema=True``), which is what it reads: a
+  weight that moves in window 2 only, by ``d``, has an average
+  ``(1 - m^2) d`` from where it started after the three updates when the
+  average moves once per update, ``(1 - m^(k+1)) d`` when it moves on every
+  micro-step (the momentum ``m`` is 0 at the first update, so the average of a
+  weight that moves in window 1 is the weight itself, whatever moves it).
 
 The other probes' optimizer clips at a norm no gradient here reaches, so a
 trainer that needs a clipping optimizer (``per_micro_batch_clipping``) runs
-on every probe.
+on every probe. Only the ``ema`` probe's keeps a moving average:
+``Model.fit`` and the trainer copy it into the model when they end, so on the
+other probes it would hide what the weights did.
 """
 
 from __future__ import annotations
@@ -58,13 +67,18 @@ PENALTY = 0.1
 PENALIZED_WEIGHTS = 2
 #: ``global_clipnorm`` of the probes that are not about clipping: never reached.
 LOOSE_CLIPNORM = 1e6
+#: ``ema_momentum`` of the ``ema`` probe's optimizer: the average of a weight that
+#: moved in window 2 lags it by 0.8^2 = 0.64 of the move when exact, by 0.8^(k+1)
+#: (0.33 at k=4, 0.02 at k=16) when it moves on every micro-step: far apart, and
+#: far above float32's resolution.
+EMA_MOMENTUM = 0.8
 
 
 class Probe(NamedTuple):
     """What one probe feeds the subject and the exact trainer.
 
     Attributes:
-        name: ``"windows"``, ``"ragged"``, ``"tail"`` or ``"clipping"``.
+        name: ``"windows"``, ``"ragged"``, ``"tail"``, ``"clipping"`` or ``"ema"``.
         setup: the probe in a phrase, for tables.
         sizes: samples in each micro-batch, in order; micro-batch ``i``
             touches weight ``i`` only.
@@ -73,6 +87,8 @@ class Probe(NamedTuple):
         epochs: epochs to train (the subject is called once per epoch).
         penalized: whether the model has the L2-penalized kernel.
         clipnorm: the optimizer's ``global_clipnorm``.
+        ema_momentum: the optimizer's ``ema_momentum`` (``use_ema=True``); None:
+            the optimizer keeps no moving average.
     """
 
     name: str
@@ -83,6 +99,7 @@ class Probe(NamedTuple):
     epochs: int
     penalized: bool
     clipnorm: float
+    ema_momentum: float | None = None
 
 
 class Observation(NamedTuple):
@@ -95,12 +112,16 @@ class Observation(NamedTuple):
             the subject stepped the optimizer it was given.
         error: a ``FloatingPointError``'s message if a trainer refused a
             non-finite update, else None.
+        average: the moving average of the weights at the end (probes whose
+            optimizer keeps one), as :func:`moving_average` reads it; None when
+            the probe's optimizer keeps none or the subject moved none.
     """
 
     start: np.ndarray
     after_epoch: list
     optimizer_steps: int
     error: str | None
+    average: np.ndarray | None = None
 
 
 def inputs(accumulation_steps: int) -> int:
@@ -114,7 +135,7 @@ def tail_length(accumulation_steps: int) -> int:
 
 
 def make_probes(accumulation_steps: int, seed: int = 0) -> list[Probe]:
-    """The four probes, in the order they are judged."""
+    """The five probes, in the order they are judged."""
     k = accumulation_steps
     rng = np.random.default_rng(seed)
     width = inputs(k)
@@ -123,9 +144,10 @@ def make_probes(accumulation_steps: int, seed: int = 0) -> list[Probe]:
     m = tail_length(k)
     equal = MICRO_BATCH_SIZE
 
-    def probe(name, setup, sizes, epochs=1, penalized=False, clipnorm=LOOSE_CLIPNORM):
-        return Probe(name, setup, tuple(sizes), _micro_batches(sizes, initial, rng),
-                     initial, epochs, penalized, clipnorm)
+    def probe(name, setup, sizes, epochs=1, penalized=False, clipnorm=LOOSE_CLIPNORM,
+              start=initial):
+        return Probe(name, setup, tuple(sizes), _micro_batches(sizes, start, rng),
+                     start, epochs, penalized, clipnorm)
 
     windows = probe("windows", f"{WINDOWS} windows of {k} micro-batches of {equal}",
                     [equal] * (WINDOWS * k))
@@ -139,7 +161,12 @@ def make_probes(accumulation_steps: int, seed: int = 0) -> list[Probe]:
     # Below every micro-batch's gradient norm and the window's: both get clipped.
     norms = micro_gradient_norms(clipping)
     clipping = clipping._replace(clipnorm=float(0.5 * norms.min() / np.sqrt(k)))
-    return [windows, ragged_probe, tail, clipping]
+    # From 0: the average's moves are a fraction of a weight's, and float32 resolves
+    # them finer near 0 than near 1 (the reading of moves per update magnifies them).
+    ema = probe("ema", f"{WINDOWS} windows of {k} micro-batches of {equal}; use_ema=True, "
+                f"ema_momentum={EMA_MOMENTUM}", [equal] * (WINDOWS * k), start=np.zeros(width))
+    ema = ema._replace(ema_momentum=EMA_MOMENTUM)
+    return [windows, ragged_probe, tail, clipping, ema]
 
 
 def _micro_batches(sizes, initial, rng):
@@ -194,7 +221,10 @@ def make_model(probe: Probe) -> keras.Model:
 
 
 def make_optimizer(probe: Probe) -> keras.optimizers.Optimizer:
-    return keras.optimizers.SGD(LEARNING_RATE, global_clipnorm=probe.clipnorm)
+    if probe.ema_momentum is None:
+        return keras.optimizers.SGD(LEARNING_RATE, global_clipnorm=probe.clipnorm)
+    return keras.optimizers.SGD(LEARNING_RATE, global_clipnorm=probe.clipnorm, use_ema=True,
+                                ema_momentum=probe.ema_momentum)
 
 
 def make_dataset(probe: Probe) -> tf.data.Dataset:
@@ -226,7 +256,33 @@ def observe(train: Train, probe: Probe, accumulation_steps: int) -> Observation:
             after_epoch.append(flat_weights(model))
     except FloatingPointError as failure:
         error = str(failure)
-    return Observation(start, after_epoch, int(optimizer.iterations.numpy()), error)
+    average = None
+    if probe.ema_momentum is not None and error is None:
+        average = moving_average(model, optimizer)
+    return Observation(start, after_epoch, int(optimizer.iterations.numpy()), error, average)
+
+
+def moving_average(model, optimizer) -> np.ndarray | None:
+    """The moving average of ``model``'s weights that a run kept, flat.
+
+    Read as ``Model.fit`` leaves it: the ``finalize_variable_values`` of the
+    optimizer that stepped (the one given, else the one the subject compiled
+    into the model, as a loop on ``Model.fit`` does) copies it into the model,
+    which then holds it. None when neither keeps an average and stepped.
+    """
+    for candidate in (optimizer, getattr(model, "optimizer", None)):
+        if (isinstance(candidate, keras.optimizers.Optimizer) and candidate.use_ema
+                and int(candidate.iterations.numpy()) > 0):
+            candidate.finalize_variable_values(model.trainable_variables)
+            return flat_weights(model)
+    return None
+
+
+def averaged(observation: Observation) -> Observation:
+    """``observation`` with its moving average as its one epoch's weights (none
+    if it has none): what :func:`contributions` compares on the ``ema`` probe."""
+    average = observation.average
+    return observation._replace(after_epoch=[] if average is None else [average])
 
 
 def contributions(subject: Observation, exact: Observation, epoch: int = 1) -> np.ndarray:

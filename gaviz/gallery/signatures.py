@@ -16,7 +16,10 @@ window by k. A missing normalization explains the mean of means and the
 under-scaled tail at once (a constant divisor, of 1, instead of the window's
 count): those two are then not reported separately. A subject that wipes or
 freezes the weights on the windows probe (a :class:`Stop`) would read the same
-on every later probe: those are not run.
+on every later probe: those are not run; nor is a probe whose optimizer a
+gallery trainer refuses (its pitfall needs another). The ``ema`` probe reads
+the optimizer's moving average, not the weights: only where the windows probe
+saw each window's gradient move the weights once.
 
 A number matches a signature within ``TOLERANCE x (1 + |signature|)``.
 """
@@ -29,6 +32,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from gaviz.gallery import pitfalls, probes
+from gaviz.gallery.pitfalls import OptimizerRefused
 from gaviz.gallery.probes import Observation, Probe
 
 #: Contributions are ratios of weight moves of about 0.1 / k on weights near 1,
@@ -80,10 +84,12 @@ def _found(name: str, value, measured: str) -> Finding:
 
 
 class Stop(enum.Enum):
-    """Why the windows probe leaves nothing to measure in later ones."""
+    """Why a probe was not run: the windows probe left nothing to measure in
+    later ones (WIPED, UNCHANGED), or the subject refused its optimizer."""
 
     WIPED = "the subject wipes the weights"
     UNCHANGED = "the subject does not change the weights"
+    REFUSED = "the subject refuses its optimizer"
 
 
 class Verdict(NamedTuple):
@@ -93,11 +99,13 @@ class Verdict(NamedTuple):
         probe, setup: the probe's name and what it feeds.
         measured: its numbers, in words.
         verdict: ``"exact"``, the names it showed, or why it was not judged.
-        contributions: how far each micro-batch's weight moved, as a multiple
-            of the exact trainer's move (1 is exact), then the penalized
-            weights for the ``ragged`` probe; empty if not run.
+        contributions: how far each micro-batch's weight moved (on the ``ema``
+            probe: its moving average), as a multiple of the exact trainer's
+            move (1 is exact), then the penalized weights for the ``ragged``
+            probe; empty if not run.
         labels: one label per contribution.
         not_run: the :class:`Stop` that kept the probe from running, else None.
+            (REFUSED: ``measured`` says what the subject needs.)
     """
 
     probe: str
@@ -114,7 +122,7 @@ class Judgement(NamedTuple):
 
     findings: list  # of Finding, in probe order
     unexplained: list  # sentences: deviations no signature matches
-    unused: list  # features the subject ignores (regularization, clipping)
+    unused: list  # features the subject ignores (regularization, clipping, moving average)
     changes_weights: bool
     verdicts: list  # of Verdict, one per probe
 
@@ -129,12 +137,17 @@ class Context(NamedTuple):
             exact, k without normalization).
         missing_normalization: whether the windows probe found it.
         stop: why later probes are not run, else None.
+        each_window_once: whether each window's gradient moved the weights
+            once, at its update, and no other time (not so after a missing
+            reset or windows that read no scale): the ``ema`` probe reads the
+            moving average of such weights only.
     """
 
     micro_part: float = 0.0
     window_scale: float = 1.0
     missing_normalization: bool = False
     stop: Stop | None = None
+    each_window_once: bool = True
 
 
 class Outcome(NamedTuple):
@@ -183,11 +196,14 @@ class Reading(NamedTuple):
         judge: names what its observations show (a :data:`Judge`).
         labels: ``labels(probe, k)``, one per weight its picture shows.
         shown: ``shown(probe, contributions)``, the contributions its picture shows.
+        view: ``view(observation)``, the weights its picture compares: the
+            model's after each epoch, or (``probes.averaged``) the moving average.
     """
 
     judge: Judge
     labels: Callable[[Probe, int], list]
     shown: Callable[[Probe, np.ndarray], np.ndarray]
+    view: Callable[[Observation], Observation] = lambda observation: observation
 
 
 def _times(ratio) -> str:
@@ -214,7 +230,9 @@ def judge(runs, observe: Callable[[Probe], Observation], accumulation_steps: int
         runs: ``(probe, exact_observation)`` for each probe of
             :func:`gaviz.gallery.probes.make_probes`, in its order.
         observe: runs the subject on a probe; not called for the probes
-            after a :class:`Stop`.
+            after a :class:`Stop`. A gallery trainer that refuses the probe's
+            optimizer raises ``pitfalls.OptimizerRefused``:
+            that probe is not run.
         accumulation_steps: the k the probes were run with.
     """
     k = accumulation_steps
@@ -225,7 +243,13 @@ def judge(runs, observe: Callable[[Probe], Observation], accumulation_steps: int
             verdicts.append(Verdict(probe.name, probe.setup, "", f"not run: {context.stop.value}",
                                     np.array([]), [], context.stop))
             continue
-        subject = observe(probe)
+        try:
+            subject = observe(probe)
+        except OptimizerRefused as refusal:
+            verdicts.append(Verdict(probe.name, probe.setup, str(refusal),
+                                    f"not run: the subject needs {refusal.needs}",
+                                    np.array([]), [], Stop.REFUSED))
+            continue
         outcome, context = read(probe, subject, exact, k, context)
         findings += outcome.findings
         unexplained += outcome.unexplained
@@ -272,9 +296,10 @@ def _trouble(subject):
 
 def _picture(probe, subject, exact, k):
     """The probe's contributions and their labels, for the table's picture."""
+    reading = READINGS[probe.name]
+    subject, exact = reading.view(subject), reading.view(exact)
     if not subject.after_epoch:
         return np.array([]), []
-    reading = READINGS[probe.name]
     return (reading.shown(probe, probes.contributions(subject, exact)),
             reading.labels(probe, k))
 
@@ -307,6 +332,8 @@ def _judge_windows(probe, subject, exact, k, context):
         return unreadable
     profile = _judge_profile(per_window / scale)
     scaled, context = _judge_scale(steps, scale, k)
+    if profile.findings or profile.unexplained:  # some window moved the weights again
+        context = context._replace(each_window_once=False)
     return Outcome.merged(measured, profile, scaled), context
 
 
@@ -334,10 +361,12 @@ def _unreadable_windows(measured, windows, scale):
         spread = ", ".join(f"{row.min():.2f}-{row.max():.2f}" for row in windows)
         return Outcome(measured, unexplained=[
             f"windows probe: micro-batches of one window count differently (per window: "
-            f"{spread} times their exact share)"]), Context(window_scale=scale)
+            f"{spread} times their exact share)"]), Context(window_scale=scale,
+                                                             each_window_once=False)
     if near(scale, 0):
         return Outcome(measured, unexplained=[
-            "windows probe: the last full window is never applied"]), Context()
+            "windows probe: the last full window is never applied"]), Context(
+                each_window_once=False)
     return None
 
 
@@ -594,6 +623,44 @@ def _numbered_labels(probe, k):
     return [f"{i + 1}" for i in range(len(probe.sizes))]
 
 
+# ---------------------------------------------------------------------- ema
+
+
+def _judge_ema(probe, subject, exact, k, context):
+    """How many times the moving average moves per update: once, or once per micro-step.
+
+    A weight that moves only in window 2, by ``d``, ends ``m^(1 + n) d`` ahead of
+    its average when the average moves n times in update 3 (momentum ``m``; in
+    update 2 the moves before the update chase a weight that has not moved yet,
+    and update 1's momentum is 0). The exact average moved ``(1 - m^2) d``, so
+    window 2's share ``s`` of it reads ``m^(1 + n) = 1 - s (1 - m^2)``.
+    """
+    if subject.average is None:
+        return Outcome(unused=["the optimizer's moving average (use_ema)"],
+                       note="moving average not used"), context
+    if context.micro_part or not context.each_window_once or near(context.window_scale, 0):
+        return Outcome(note="not judged: the windows probe's weights did not move once per "
+                            "window"), context
+    m = probe.ema_momentum
+    averages = probes.contributions(probes.averaged(subject), probes.averaged(exact))
+    shares = averages[: probes.WINDOWS * k].reshape(-1, k).mean(axis=1) / context.window_scale
+    first, second, third = shares
+    lag = 1 - second * (1 - m ** 2)
+    moves = float(np.log(lag) / np.log(m) - 1) if lag > 0 else float("nan")
+    said = ", ".join(f"{share:.2f}" for share in shares)
+    measured = f"average of windows 1-3 {said}x exact: {moves:.2f} moves per update"
+    if all(near(share, 1) for share in shares):
+        return Outcome(measured), context
+    if near(first, 1) and near(third, 1) and near(moves, k):
+        return Outcome(measured, [_found(
+            "ema_per_micro_step", moves,
+            f"the moving average (use_ema) moves {moves:.2f} times per update: each update "
+            f"keeps {m ** moves:.2f} of it, not {m:g}")]), context
+    return Outcome(measured, unexplained=[
+        f"ema probe: the moving average of windows 1-3 moved {said} times as far as the "
+        "exact one"]), context
+
+
 #: Each probe's judge and picture, by the probe's name: the one place a probe's
 #: name decides how it is read.
 READINGS = {
@@ -601,4 +668,5 @@ READINGS = {
     "ragged": Reading(_judge_ragged, _ragged_labels, _ragged_shown),
     "tail": Reading(_judge_tail, _tail_labels, _micro_batches_shown),
     "clipping": Reading(_judge_clipping, _numbered_labels, _micro_batches_shown),
+    "ema": Reading(_judge_ema, _window_labels, _micro_batches_shown, probes.averaged),
 }
