@@ -44,6 +44,21 @@ def test_each_private_attribute_is_there(holder):
     assert not missing, f"this Keras's {holder} lacks {missing}"
 
 
+def test_the_moving_average_moves_by_keras_rule():
+    """One move of the door is Keras's: ``average = m * average + (1 - m) * variable``,
+    with m = 0 while ``iterations == 0`` (ema_per_micro_step repeats it before each
+    update, as Keras's built-in gradient_accumulation_steps does)."""
+    variable = keras.Variable([2.0])
+    optimizer = keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.5)
+    optimizer.build([variable])
+    _keras.move_moving_average(optimizer, [variable])  # iterations 0: a copy, 2
+    optimizer.iterations.assign(1)
+    variable.assign([4.0])
+    _keras.move_moving_average(optimizer, [variable])  # 0.5 * 2 + 0.5 * 4
+    optimizer.finalize_variable_values([variable])  # copies the average into the variable
+    np.testing.assert_array_equal(variable.numpy(), [3.0])
+
+
 def test_backup_and_restore_still_resumes_through_initial_epoch():
     assert "_initial_epoch" in inspect.getsource(keras.callbacks.BackupAndRestore)
 
