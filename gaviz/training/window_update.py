@@ -95,8 +95,9 @@ class WindowUpdate:
         """One optimizer step with ``grads`` (float32 sums), cast to each weight's dtype.
 
         ``steps_in_window``: the window's micro-steps, for a rule with
-        ``ema_updates_before_apply``: its moving average moves that many times
-        towards the weights before the step (the step then moves it once more).
+        ``ema_updates_before_apply``: the optimizer's moving average moves
+        ``ema_updates_before_apply(steps_in_window)`` times towards the weights
+        before the step (the step then moves it once more, as always).
         """
         variables = self.model.trainable_variables
         if self.rule.ema_updates_before_apply is not None and steps_in_window is not None:
