@@ -158,6 +158,7 @@ class RunTrace:
 
     @property
     def final_weights(self) -> np.ndarray:
+        """The weights at the end of the run: ``final``, else the last of ``weights``."""
         return self.weights[-1] if self.final is None else self.final
 
     @property
