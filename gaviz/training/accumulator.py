@@ -16,15 +16,36 @@ The sums live in ``tf.Variable``s (replica-local under a strategy), so a
 window may span ``tf.function`` calls, ``strategy.run`` calls and
 ``Model.fit``'s steps, and is saved in a checkpoint. The arithmetic is
 :mod:`gaviz.training.window`'s, as in the trainer.
+
+As the big batch's update would, an update leaves out a variable that had no
+gradient (None) in the whole window, and a window is refused (discarded, not
+applied) when a ``count`` is invalid or its gradient is not finite, the
+trainer's policy (:class:`gaviz.NonFiniteUpdate`). XLA drops assertions, so
+these are decided with data flow, and a refusal inside a call compiled by XLA
+is recorded and raised by the next call made outside XLA.
 """
 
 from __future__ import annotations
 
+import functools
+
 import keras
+import numpy as np
 import tensorflow as tf
 
 from gaviz.training import checks, sparse_gradients, window
+from gaviz.training.history import NonFiniteUpdate
 from gaviz.training.window_update import apply_to, when
+
+# What becomes of a window that was due: its verdict, an int32 in the graph.
+# A refused window is discarded; its verdict - 1 indexes
+# ``Accumulator.unreported_refusals``.
+_NOT_DUE, _APPLIED, _BAD_COUNT, _NOT_FINITE, _UNFORESEEN_GRADIENTS = -1, 0, 1, 2, 3
+_REFUSALS = (_BAD_COUNT, _NOT_FINITE, _UNFORESEEN_GRADIENTS)
+
+#: The most sets of variables with a gradient that one traced update chooses
+#: among (each is a branch holding a whole optimizer step).
+MAX_GRADIENT_PATTERNS = 8
 
 
 class Accumulator(tf.Module):
@@ -57,6 +78,27 @@ class Accumulator(tf.Module):
     gradient is not finite is skipped whole and the scale lowered, as the big
     batch's would be.
 
+    A variable whose gradient is None in every micro-batch of a window is
+    left out of that update, as Keras's optimizer leaves it out of the big
+    batch's (its momentum does not move it, weight decay does not shrink it);
+    one with a gradient in any micro-batch is updated with the window's
+    gradient. Inside ``tf.function`` the variables handed to the optimizer
+    are fixed when it is traced: an update traced after micro-steps with
+    different None patterns chooses among their unions (at most
+    ``MAX_GRADIENT_PATTERNS``), and one that meets a window it was not
+    traced for refuses it (see :meth:`apply`).
+
+    A window is refused, not applied and discarded (the model and optimizer
+    keep the last update), when a micro-batch's ``count`` was invalid or the
+    window's total ``count`` is not > 0, or, without a loss scale, when its
+    gradient is not finite (:class:`gaviz.NonFiniteUpdate`, as the trainer).
+    Eagerly it raises at once; in a graph an assertion raises after the
+    window was discarded. XLA drops assertions: a window refused in a call
+    compiled by XLA (``jit_compile=True``) is counted in
+    ``unreported_refusals`` and raised by the next call made outside XLA
+    (an eager ``add``, ``step``, ``apply`` or ``flush``, or
+    :class:`FlushAtEpochEnd`).
+
     Sparse gradients (an ``Embedding``'s ``tf.IndexedSlices``) are summed
     into a dense sum (a dense copy of the table, like every other sum):
     the update is the textbook one on the window's summed gradient. Keras's
@@ -84,6 +126,12 @@ class Accumulator(tf.Module):
             variables).
         window_count: the window's total ``count`` (replica-local).
         micro_steps_in_window: micro-batches added since the last update.
+        had_gradient: per variable, whether a micro-batch of the window gave
+            it a gradient (not None): the variables its update steps.
+        invalid_counts: micro-batches of the window whose ``count`` was
+            invalid (added under XLA, which drops the check; replica-local).
+        unreported_refusals: windows refused inside calls compiled by XLA and
+            not yet raised, per reason (``count``, not finite, gradients).
     """
 
     def __init__(self, optimizer, variables, accumulation_steps: int, strategy=None):
@@ -96,8 +144,13 @@ class Accumulator(tf.Module):
         self.strategy = _checked_strategy(strategy, self.trained_variables)
         _check_clipping(optimizer, self.strategy)
         self.optimizer = optimizer
+        self._loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         self._sparse_said = False
-        self._apply_graph = None  # apply() as a tf.function, for eager calls under a strategy
+        # Which variables had a gradient, once per kind of micro-step added so
+        # far (traced or eager): what a traced update must be ready for.
+        self._add_patterns: set[frozenset] = set()
+        self._apply_graphs = {}  # eager apply() under a strategy: one graph per pattern
+        self._graph_traced = False  # a graph may have counted unreported refusals
         with self.strategy.scope():
             if not optimizer.built:
                 optimizer.build(self.trained_variables)
@@ -106,11 +159,14 @@ class Accumulator(tf.Module):
                 for v in self.trained_variables
             ]
             self.window_count = _replica_local(0.0, "window_count")
-            self.micro_steps_in_window = tf.Variable(
-                0, dtype=tf.int64, trainable=False, name="micro_steps_in_window",
-                synchronization=tf.VariableSynchronization.ON_READ,
-                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-            )
+            self.invalid_counts = _replica_local(0.0, "invalid_counts")
+            self.micro_steps_in_window = _same_on_every_replica(0, tf.int64,
+                                                                "micro_steps_in_window")
+            self.had_gradient = _same_on_every_replica(
+                [False] * len(self.trained_variables), tf.bool, "had_gradient")
+            self.unreported_refusals = tf.Variable(
+                tf.zeros([len(_REFUSALS)], tf.int64), trainable=False,
+                name="unreported_refusals")
 
     # ----------------------------------------------------------------- public
 
@@ -129,21 +185,29 @@ class Accumulator(tf.Module):
             count: what the micro-batch's loss divides by (on this replica):
                 its rows for a Keras mean loss, its real tokens for a masked
                 or token-level loss, its weight sum for a weighted mean. A
-                scalar > 0 (>= 0 in replica context under several replicas,
-                where a replica's share of a short micro-batch may be empty).
+                finite scalar > 0 (>= 0 in replica context under several
+                replicas, where a replica's share of a short micro-batch may
+                be empty).
 
         Raises:
             ValueError: ``gradients`` do not match ``variables`` (length or
-                shapes), ``count`` is not a scalar, or it is called in
-                cross-replica context under a strategy of several replicas.
+                shapes), ``count`` is not a scalar or (eagerly) not > 0, it is
+                called in cross-replica context under a strategy of several
+                replicas, or a window was refused under XLA since the last
+                eager call (see the class).
+            gaviz.NonFiniteUpdate: a non-finite window was refused under XLA
+                since the last eager call.
             tf.errors.InvalidArgumentError: ``count`` <= 0 (in a graph);
-                nothing was added.
+                nothing was added. Under XLA nothing is raised: the window is
+                refused when it is due.
         """
         self._add(gradients, count, stacklevel=3)
 
     def _add(self, gradients, count, stacklevel):
+        self._raise_unreported()
         gradients = self._checked_gradients(gradients, stacklevel)
         count = _checked_count(count, self.strategy.num_replicas_in_sync)
+        self._add_patterns.add(frozenset(i for i, g in enumerate(gradients) if g is not None))
         if self._replica_context() is not None:
             self._replica_add(gradients, count)
         elif self.strategy.num_replicas_in_sync == 1:
@@ -164,20 +228,34 @@ class Accumulator(tf.Module):
         context (inside ``strategy.run``, a ``train_step``) and in
         cross-replica context (after ``strategy.run``, eagerly, in a callback).
 
+        Eagerly, the update steps exactly the variables that had a gradient in
+        the window. Inside ``tf.function`` it chooses among the sets of
+        variables the micro-steps traced before it gave gradients to; a
+        window whose set is not among them (a micro-step with another None
+        pattern was traced after this update) is refused: call ``apply`` or
+        ``flush`` outside ``tf.function`` in such a loop.
+
         Returns:
             Whether the window held micro-batches and was applied, a boolean
             tensor (a loss-scaling optimizer may still skip a non-finite
             window; its ``iterations`` does not count that one).
+
+        Raises:
+            ValueError: (eagerly) the window held a micro-batch whose
+                ``count`` was invalid (added under XLA), or its total
+                ``count`` is not > 0; it was discarded.
+            gaviz.NonFiniteUpdate: (eagerly) the window's gradient is not
+                finite (and the optimizer has no loss scale); it was
+                discarded.
+            tf.errors.InvalidArgumentError: the same, in a graph, after the
+                window was discarded; or a window this traced update cannot
+                apply exactly.
         """
+        self._raise_unreported()
         if tf.executing_eagerly() and self.strategy.num_replicas_in_sync > 1:
             # Eagerly, a strategy runs replicas one op at a time: one graph instead.
-            if self._apply_graph is None:
-                self._apply_graph = tf.function(self._apply_if_not_empty, autograph=False)
-            return self._apply_graph()
-        return self._apply_if_not_empty()
-
-    def _apply_if_not_empty(self):
-        return self._update_if(lambda: self.micro_steps_in_window.read_value() > 0)
+            return self._report(self._apply_graph(self._eager_pattern())())
+        return self._update_if(self._holds_micro_batches)
 
     def step(self, gradients, count):
         """:meth:`add`, then :meth:`apply` once the window holds
@@ -200,7 +278,7 @@ class Accumulator(tf.Module):
         """
         return self.apply()
 
-    # ---------------------------------------------------------------- private
+    # ------------------------------------------------------------ adding
 
     def _replica_context(self):
         """The replica context of this accumulator's strategy, or None when
@@ -221,8 +299,7 @@ class Accumulator(tf.Module):
             if g is not None and not tf.TensorShape(g.shape).is_compatible_with(v.shape):
                 raise ValueError(
                     f"`gradients` must have the shapes of `variables`: the gradient of "
-                    f"{v.path if hasattr(v, 'path') else v.name} has shape {g.shape}, "
-                    f"the variable {v.shape}."
+                    f"{_name(v)} has shape {g.shape}, the variable {v.shape}."
                 )
         self._say_sparse(gradients, stacklevel + 1)
         return gradients
@@ -234,25 +311,35 @@ class Accumulator(tf.Module):
                                                  stacklevel=stacklevel + 1)
 
     def _replica_add(self, gradients, count):
-        """Adds this replica's micro-batch to its own sums (no communication)."""
+        """Adds this replica's micro-batch to its own sums (no communication).
+
+        An invalid ``count`` stops the call at the assertion; under XLA, which
+        drops it, the micro-batch adds nothing and marks the window, which is
+        then refused when it is due.
+        """
         context = tf.distribute.get_replica_context()
         replicas = context.num_replicas_in_sync
+        valid = tf.logical_and(tf.math.is_finite(count), count > 0 if replicas == 1 else count >= 0)
+        # The raw op: tf.debugging's asserts wrap it in a cond (AssertGuard),
+        # about which Grappler logs a line on every trace.
+        check = tf.raw_ops.Assert(
+            condition=valid,
+            data=[f"`count` must be {_count_expected(replicas)}: what the micro-batch's loss "
+                  "divides by. Received:", count],
+        )
+        count = tf.where(valid, count, 0.0)
         # Keras's losses divide a replica's loss by the number of replicas:
         # count * replicas brings its gradient back to the gradient of the sum.
         micro = window.of_mean(gradients, count * float(replicas), self.trained_variables)
         micro = micro._replace(sample_count=count, normalizer=count)
-        # The raw op: tf.debugging's asserts wrap it in a cond (AssertGuard),
-        # about which Grappler logs a line on every trace.
-        check = tf.raw_ops.Assert(
-            condition=count > 0 if replicas == 1 else count >= 0,
-            data=[f"`count` must be {_count_expected(replicas)}: what the micro-batch's loss "
-                  "divides by. Received:", count],
-        )
         with tf.control_dependencies([check]):
             total = window.add(self._window_sums(), micro)
             for variable, value in zip(self.gradient_sums, total.gradients):
                 variable.assign(value)
             self.window_count.assign(total.normalizer)
+            self.invalid_counts.assign_add(1.0 - tf.cast(valid, tf.float32))
+            present = tf.constant([g is not None for g in gradients])
+            self.had_gradient.assign(tf.logical_or(self.had_gradient.read_value(), present))
             self.micro_steps_in_window.assign_add(1)
 
     def _window_sums(self):
@@ -262,48 +349,245 @@ class Accumulator(tf.Module):
         return window.WindowSums([t.read_value() for t in self.gradient_sums], zero, count,
                                  count, zero)
 
+    # ---------------------------------------------------------- updating
+
+    def _holds_micro_batches(self):
+        return self.micro_steps_in_window.read_value() > 0
+
     def _update_if(self, is_due):
         """Applies the window where ``is_due()`` (a boolean tensor), deciding
         in cross-replica context: a ``cond`` whose branch synchronizes
-        replicas must not run in replica context (keras-team/keras#20582)."""
+        replicas must not run in replica context (keras-team/keras#20582).
+        Returns whether it was applied."""
         context = self._replica_context()
         if context is not None:
             # A closure, not an argument: merge_call would regroup it per replica.
             return context.merge_call(
-                lambda strategy: self._cross_replica_update_if(strategy, is_due)
+                lambda strategy: self._report(self._verdict_if(strategy, is_due))
             )
         with self.strategy.scope():
-            return self._cross_replica_update_if(self.strategy, is_due)
+            return self._report(self._verdict_if(self.strategy, is_due))
 
-    def _cross_replica_update_if(self, strategy, is_due):
-        return when(is_due(), lambda: strategy.extended.call_for_each_replica(self._replica_update))
+    def _apply_graph(self, pattern):
+        """``apply``'s verdict as a graph for an eager call under a strategy,
+        made for the window's own set of variables with a gradient."""
+        if pattern not in self._apply_graphs:
+            def verdict():
+                with self.strategy.scope():
+                    return self._verdict_if(self.strategy, self._holds_micro_batches, [pattern])
+            self._apply_graphs[pattern] = tf.function(verdict, autograph=False)
+        return self._apply_graphs[pattern]
 
-    def _replica_update(self):
-        """One optimizer step from the window, in replica context; then empty.
+    def _verdict_if(self, strategy, is_due, patterns=None):
+        """In cross-replica context: the window's verdict (``_NOT_DUE`` where
+        ``is_due()`` does not hold), updating from it and emptying it if due."""
+        patterns = self._patterns() if patterns is None else patterns
+        return tf.cond(is_due(), lambda: self._update(strategy, patterns),
+                       lambda: tf.constant(_NOT_DUE))
+
+    def _update(self, strategy, patterns):
+        """Applies the window unless it is refused, then empties it.
+
+        The checks are all-reduced once (the window's count, and whether any
+        replica's sums are not finite or a count was invalid), and every
+        replica decides from the same numbers. The update steps the variables
+        of the pattern (in ``patterns``) that had a gradient in the window.
+        """
+        totals = strategy.extended.call_for_each_replica(self._replica_checks)
+        count, not_finite, invalid = tf.unstack(strategy.experimental_local_results(totals)[0])
+        chosen = self._chosen_pattern(patterns)
+        verdict = tf.constant(_APPLIED)
+        verdict = tf.where(chosen == len(patterns), _UNFORESEEN_GRADIENTS, verdict)
+        if not self._loss_scaled:  # with a loss scale, the optimizer skips the window itself
+            verdict = tf.where(not_finite > 0, _NOT_FINITE, verdict)
+        verdict = tf.where(tf.logical_or(invalid > 0, tf.logical_not(count > 0)), _BAD_COUNT,
+                           verdict)
+        branches = [functools.partial(self._apply_pattern, strategy, p, totals) for p in patterns]
+        when(tf.equal(verdict, _APPLIED),
+             branches[0] if len(branches) == 1 else lambda: tf.switch_case(chosen, branches))
+        strategy.extended.call_for_each_replica(self._replica_empty)
+        return verdict
+
+    def _replica_checks(self):
+        """``[count, not finite, invalid counts]`` of the window, summed over replicas."""
+        context = tf.distribute.get_replica_context()
+        sums = [t.read_value() for t in self.gradient_sums]
+        totals = tf.stack([self.window_count.read_value(),
+                           1.0 - tf.cast(window.all_finite(0.0, sums), tf.float32),
+                           self.invalid_counts.read_value()])
+        if context.num_replicas_in_sync > 1:
+            totals = context.all_reduce(tf.distribute.ReduceOp.SUM, totals)
+        return totals
+
+    def _chosen_pattern(self, patterns):
+        """The index in ``patterns`` of the window's variables with a gradient,
+        or ``len(patterns)`` when it is none of them."""
+        flags = self.had_gradient.read_value()  # every replica added the same pattern
+        table = tf.constant([[i in p for i in range(len(self.trained_variables))]
+                             for p in patterns], tf.bool)
+        matches = tf.reduce_all(tf.equal(table, flags[tf.newaxis]), axis=1)
+        first = tf.argmax(tf.cast(matches, tf.int32), output_type=tf.int32)
+        return tf.where(tf.reduce_any(matches), first, len(patterns))
+
+    def _apply_pattern(self, strategy, pattern, totals):
+        strategy.extended.call_for_each_replica(
+            functools.partial(self._replica_apply, pattern), args=(totals,))
+        return tf.constant(True)
+
+    def _replica_apply(self, pattern, totals):
+        """One optimizer step from the window, in replica context, for the
+        variables in ``pattern``.
 
         Each replica hands the optimizer its own sums over the window's total
         count, and the optimizer sums them across replicas (its one
-        all-reduce of the gradient): the window's gradient. The count (and,
-        with a loss scale, whether any replica's sums are finite) is
-        all-reduced once before.
+        all-reduce of the gradient): the window's gradient.
         """
         context = tf.distribute.get_replica_context()
-        sums, count = self._window_sums().gradients, self.window_count.read_value()
-        loss_scaled = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
-        if context.num_replicas_in_sync > 1:
-            not_finite = 1.0 - tf.cast(window.all_finite(0.0, sums), tf.float32)
-            count, not_finite = context.all_reduce(
-                tf.distribute.ReduceOp.SUM, [count, not_finite]
+        count, not_finite = totals[0], totals[1]
+        sums = [self.gradient_sums[i].read_value() for i in pattern]
+        if self._loss_scaled and context.num_replicas_in_sync > 1:
+            # Every replica skips, not only those whose share overflowed.
+            sums = [tf.where(not_finite > 0, s * float("nan"), s) for s in sums]
+        if pattern:  # a window that gave no variable a gradient updates none
+            apply_to(self.optimizer, window.finish(sums, count),
+                     [self.trained_variables[i] for i in pattern])
+
+    def _replica_empty(self):
+        for total in self.gradient_sums:
+            total.assign(tf.zeros_like(total))
+        self.window_count.assign(0.0)
+        self.invalid_counts.assign(0.0)
+        self.had_gradient.assign(tf.zeros(len(self.trained_variables), tf.bool))
+        self.micro_steps_in_window.assign(0)
+
+    # ------------------------------------------------ which variables update
+
+    def _patterns(self) -> list:
+        """The sets of variables (sorted index tuples) a window may give
+        gradients to: eagerly, the window's own; in a graph, every union of
+        the micro-steps' patterns seen so far (fixed when it is traced)."""
+        if tf.executing_eagerly():
+            return [self._eager_pattern()]
+        seen = self._add_patterns or {frozenset(range(len(self.trained_variables)))}
+        unions = set()
+        for pattern in seen:
+            unions |= {pattern} | {pattern | other for other in unions}
+        if len(unions) > MAX_GRADIENT_PATTERNS:
+            raise ValueError(self._too_many_patterns(seen, len(unions)))
+        return sorted(tuple(sorted(p)) for p in unions)
+
+    def _eager_pattern(self) -> tuple:
+        return tuple(int(i) for i in np.flatnonzero(self.had_gradient.numpy()))
+
+    def _too_many_patterns(self, seen, unions: int) -> str:
+        return (
+            f"`gradients` are None for different variables in different micro-steps "
+            f"({_names(self._varying(seen))}): a window of them may give gradients to any "
+            f"of {unions} sets of variables, more than the {MAX_GRADIENT_PATTERNS} a "
+            "tf.function's update is traced for. Call apply() or flush() outside "
+            "tf.function (it reads which variables had a gradient), or give these "
+            "variables zeros (tf.zeros_like) where their gradient is None if they should "
+            "be updated in every window."
+        )
+
+    def _varying(self, seen) -> list:
+        """The variables with a gradient in some micro-steps and None in others."""
+        varying = frozenset().union(*seen) - frozenset.intersection(*seen)
+        return [self.trained_variables[i] for i in sorted(varying)]
+
+    # --------------------------------------------------------- refusals
+
+    def _report(self, verdict):
+        """Whether the window was applied, from its verdict; a refused window
+        is said: raised eagerly, asserted in a graph. An assertion that XLA
+        dropped lets the count in ``unreported_refusals`` run, for the next
+        eager call to raise."""
+        if tf.executing_eagerly():
+            code = int(verdict)
+            if code in _REFUSALS:
+                raise self._refusal(code, windows=1, compiled=False)
+            return tf.constant(code == _APPLIED)
+        self._graph_traced = True
+        for code in _REFUSALS:
+            check = tf.raw_ops.Assert(condition=tf.not_equal(verdict, code),
+                                      data=[str(self._refusal(code, windows=1, compiled=False))])
+            with tf.control_dependencies([check]):
+                refused = tf.one_hot(code - 1, len(_REFUSALS), dtype=tf.int64)
+                self.unreported_refusals.assign_add(
+                    refused * tf.cast(tf.equal(verdict, code), tf.int64))
+        return tf.equal(verdict, _APPLIED)
+
+    def _raise_unreported(self):
+        """Eagerly, raises what calls compiled by XLA refused since the last
+        eager call (once)."""
+        if not (self._graph_traced and tf.executing_eagerly()):
+            return
+        counted = self.unreported_refusals.numpy()
+        if counted.any():  # one reason per call, each said once
+            index = int(np.flatnonzero(counted)[0])
+            self.unreported_refusals.assign(tf.where(tf.range(len(_REFUSALS)) == index,
+                                                     tf.constant(0, tf.int64), counted))
+            raise self._refusal(_REFUSALS[index], windows=int(counted[index]), compiled=True)
+
+    def _refusal(self, code, windows: int, compiled: bool) -> Exception:
+        """The error that says a window (or ``windows``) was refused for ``code``."""
+        where = ("in calls compiled by XLA (jit_compile=True), which drops assertions, "
+                 if compiled else "")
+        refused = f"{windows} window{'s' if windows > 1 else ''} {where}"
+        if code == _NOT_FINITE:
+            return NonFiniteWindow(int(self.optimizer.iterations.numpy())
+                                   if tf.executing_eagerly() else None, refused)
+        if code == _BAD_COUNT:
+            return ValueError(
+                f"`count` must be {_count_expected(self.strategy.num_replicas_in_sync)} for "
+                "every micro-batch, and a window's total count > 0: what the micro-batches' "
+                f"losses divide by. {refused}broke this: not applied, and discarded (the "
+                "model and optimizer keep the update before it)."
             )
-            if loss_scaled:
-                # Every replica skips, not only those whose share overflowed.
-                sums = [tf.where(not_finite > 0, s * float("nan"), s) for s in sums]
-        apply_to(self.optimizer, window.finish(sums, count), self.trained_variables)
-        with tf.control_dependencies(sums + [count]):
-            for total in self.gradient_sums:
-                total.assign(tf.zeros_like(total))
-            self.window_count.assign(0.0)
-            self.micro_steps_in_window.assign(0)
+        return ValueError(
+            f"{refused}gave gradients (not None) to a set of variables that this "
+            "tf.function's update was not traced for: it chooses which variables had a "
+            "gradient among the micro-steps traced before it, and a micro-step with another "
+            "pattern was traced after it. The window was not applied, and discarded. "
+            f"Variables it leaves out: {_names(self._left_out())}. Call apply() or flush() "
+            "outside tf.function (it reads which variables had a gradient), or give the "
+            "variables zeros (tf.zeros_like) where their gradient is None if they should be "
+            "updated in every window."
+        )
+
+    def _left_out(self) -> list:
+        """The variables no micro-step seen so far gave a gradient."""
+        seen = frozenset().union(*self._add_patterns)
+        return [v for i, v in enumerate(self.trained_variables) if i not in seen]
+
+
+class NonFiniteWindow(NonFiniteUpdate):
+    """:class:`gaviz.NonFiniteUpdate` as an :class:`Accumulator` raises it: a
+    window's gradient was not finite, so it was not applied and was discarded.
+    An accumulator knows no epoch and no loss (``epoch`` is None, ``loss``
+    nan); ``update`` is ``iterations + 1``.
+
+    Args:
+        iterations: ``optimizer.iterations`` when it was refused (None in a
+            graph, where the message is an assertion's).
+        refused: which windows, as the message says it ("1 window ").
+    """
+
+    def __init__(self, iterations, refused: str = "1 window "):
+        self.iterations, self.refused = iterations, refused
+        self.update = None if iterations is None else iterations + 1
+        self.epoch, self.loss = None, float("nan")
+        kept = "" if iterations is None else f" (optimizer.iterations={iterations})"
+        FloatingPointError.__init__(
+            self,
+            f"The gradient of {refused}is not finite (nan or inf): not applied, and "
+            f"discarded; the model and optimizer keep the update before it{kept}, as "
+            "gaviz.NonFiniteUpdate says of the trainer's windows. Lower the learning rate "
+            "or check the data.",
+        )
+
+    def __reduce__(self):
+        return type(self), (self.iterations, self.refused)
 
 
 class FlushAtEpochEnd(keras.callbacks.Callback):
@@ -372,7 +656,8 @@ def _checked_strategy(strategy, variables):
         raise TypeError(
             f"`strategy` must be a tf.distribute.Strategy. Received: strategy={strategy!r}"
         )
-    inner = getattr(variables[0], "value", variables[0])
+    # A keras.Variable holds its tf.Variable in .value (a tf.Variable's .value is a method).
+    inner = variables[0].value if isinstance(variables[0], keras.Variable) else variables[0]
     if not strategy.extended.variable_created_in_scope(inner):
         raise ValueError(
             "`variables` were created under another strategy than this accumulator's "
@@ -389,7 +674,8 @@ def _checked_count(count, replicas: int):
             f"`count` must be a scalar: what the micro-batch's loss divides by. "
             f"Received: a tensor of shape {count.shape}"
         )
-    if tf.executing_eagerly() and not (float(count) > 0 or replicas > 1 and float(count) == 0):
+    if tf.executing_eagerly() and not (np.isfinite(float(count)) and (
+            float(count) > 0 or replicas > 1 and float(count) == 0)):
         raise ValueError(
             f"`count` must be {_count_expected(replicas)}: what the micro-batch's loss "
             f"divides by (its rows, real tokens or weight sum). Received: count={float(count)}"
@@ -399,7 +685,7 @@ def _checked_count(count, replicas: int):
 
 def _count_expected(replicas: int) -> str:
     """A replica's share of a global micro-batch may be empty; a micro-batch may not."""
-    return "> 0" if replicas == 1 else ">= 0 (0: this replica's share is empty)"
+    return "> 0 and finite" if replicas == 1 else ">= 0 and finite (0: this replica's share is empty)"
 
 
 def _check_clipping(optimizer, strategy):
@@ -418,6 +704,16 @@ def _check_clipping(optimizer, strategy):
         )
 
 
+def _same_on_every_replica(initial_value, dtype, name):
+    """A variable each replica updates alike (every replica adds the same
+    pattern of gradients); read across replicas, the first replica's."""
+    return tf.Variable(
+        initial_value, dtype=dtype, trainable=False, name=name,
+        synchronization=tf.VariableSynchronization.ON_READ,
+        aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+    )
+
+
 def _replica_local(initial_value, name):
     """A variable each replica updates on its own; read across replicas, the sum."""
     return tf.Variable(
@@ -427,6 +723,17 @@ def _replica_local(initial_value, name):
     )
 
 
+def _name(variable) -> str:
+    return getattr(variable, "path", None) or variable.name
+
+
+def _names(variables, shown: int = 6) -> str:
+    """Variables' names for a message: the first ``shown``, then how many more."""
+    names = [_name(v) for v in variables[:shown]]
+    if len(variables) > shown:
+        names.append(f"and {len(variables) - shown} more")
+    return ", ".join(names) or "none"
+
+
 def _sum_name(variable) -> str:
-    name = getattr(variable, "path", None) or variable.name
-    return "gradient_sum_" + name.replace("/", "_").replace(":", "_")
+    return "gradient_sum_" + _name(variable).replace("/", "_").replace(":", "_")
