@@ -1,5 +1,5 @@
 """gaviz.Accumulator at its edges (issue #40): None gradients, counts under XLA,
-non-finite windows.
+non-finite windows, FlushAtEpochEnd's place among callbacks.
 
 Each is compared with an independent big batch: a GradientTape over the
 window's rows and one Keras optimizer step (which skips a variable whose
@@ -341,6 +341,110 @@ def test_a_non_finite_window_is_discarded_and_said(mode):
             acc.flush()
     assert int(optimizer.iterations.numpy()) == 2
     assert gap(model.get_weights(), clean_reference(batches).get_weights()) < 1e-6
+
+
+# ------------------------------------------------------- FlushAtEpochEnd among callbacks
+
+
+def keras_reference_fit(x, y, batch_size, epochs, callbacks, **fit):
+    big = keras.Sequential([keras.Input((5,)), keras.layers.Dense(8, activation="tanh"),
+                            keras.layers.Dense(1)])
+    big.set_weights(row_counted().get_weights())
+    big.compile(keras.optimizers.Adam(0.05), "mse")
+    big.fit(x, y, batch_size=batch_size, epochs=epochs, shuffle=False, verbose=0,
+            callbacks=callbacks, **fit)
+    return big
+
+
+def saved(path, like):
+    model = keras.models.clone_model(like)
+    model.load_weights(path)
+    return model.get_weights()
+
+
+def watchers(folder):
+    """EarlyStopping that keeps and restores the best weights, and a
+    checkpoint of every epoch: both read the weights at on_epoch_end."""
+    stopping = keras.callbacks.EarlyStopping(monitor="loss", patience=10,
+                                             restore_best_weights=True)
+    checkpoint = keras.callbacks.ModelCheckpoint(str(folder / "e{epoch}.weights.h5"),
+                                                 save_weights_only=True)
+    return [stopping, checkpoint]
+
+
+FEEDS = {
+    "arrays": lambda x, y: ((x, y), dict(batch_size=4)),
+    "dataset": lambda x, y: ((tf.data.Dataset.from_tensor_slices((x, y)).batch(4),), {}),
+    "steps_per_epoch": lambda x, y: ((tf.data.Dataset.from_tensor_slices((x, y)).batch(4)
+                                      .repeat(),), dict(steps_per_epoch=11)),
+}
+
+
+# Not steps_per_epoch=11 with steps_per_execution=3: Keras 3.15.1 then runs
+# 12 steps an epoch of a repeated dataset, not the 11 of the reference.
+@pytest.mark.parametrize("feed, steps_per_execution", [
+    ("arrays", 1), ("arrays", 3), ("dataset", 1), ("dataset", 3), ("steps_per_epoch", 1)])
+def test_flush_at_epoch_end_listed_last_still_precedes_what_reads_weights(
+        tmp_path, feed, steps_per_execution):
+    x, y = data(44)  # 11 micro-batches of 4: 3 windows and a partial one of 2
+    model = row_counted()
+    model.compile(keras.optimizers.Adam(0.05), "mse", steps_per_execution=steps_per_execution)
+    model.accumulator = gaviz.Accumulator(model.optimizer, model.trainable_variables, K)
+    (args, fit) = FEEDS[feed](x, y)
+    mine = watchers(tmp_path / "mine")
+    model.fit(*args, epochs=3, shuffle=False, verbose=0,
+              callbacks=mine + [gaviz.FlushAtEpochEnd(model.accumulator)], **fit)
+    theirs = watchers(tmp_path / "theirs")
+    big = keras_reference_fit(x, y, 4 * K, 3, theirs)
+    assert mine[0].best_epoch == theirs[0].best_epoch == 2
+    assert gap(model.get_weights(), big.get_weights()) < 1e-5  # as restored by EarlyStopping
+    for epoch in (1, 2, 3):
+        assert gap(saved(tmp_path / "mine" / f"e{epoch}.weights.h5", model),
+                   saved(tmp_path / "theirs" / f"e{epoch}.weights.h5", big)) < 1e-5
+
+
+UNKNOWN_LENGTH = pytest.mark.filterwarnings("ignore:Your input ran out of data")  # Keras's, epoch 1
+
+
+@UNKNOWN_LENGTH
+def test_flush_at_epoch_end_learns_an_unknown_length_from_the_first_epoch(tmp_path):
+    """A dataset of unknown cardinality: Keras's params say no steps. The
+    first epoch's window is applied at on_epoch_end (in list order); later
+    epochs' at their last batch, learned from the first."""
+    x, y = data(44)
+    model = row_counted()
+    model.compile(keras.optimizers.Adam(0.05), "mse")
+    model.accumulator = gaviz.Accumulator(model.optimizer, model.trainable_variables, K)
+    unknown = tf.data.Dataset.from_tensor_slices((x, y)).batch(4).filter(lambda a, b: True)
+    mine = watchers(tmp_path / "mine")
+    model.fit(unknown, epochs=3, shuffle=False, verbose=0,
+              callbacks=mine + [gaviz.FlushAtEpochEnd(model.accumulator)])
+    theirs = watchers(tmp_path / "theirs")
+    big = keras_reference_fit(x, y, 4 * K, 3, theirs)
+    gaps = [gap(saved(tmp_path / "mine" / f"e{epoch}.weights.h5", model),
+                saved(tmp_path / "theirs" / f"e{epoch}.weights.h5", big)) for epoch in (1, 2, 3)]
+    assert gaps[0] > 1e-3  # the first epoch, before its partial window (documented)
+    assert gaps[1] < 1e-5 and gaps[2] < 1e-5
+
+
+@UNKNOWN_LENGTH
+def test_flush_at_epoch_end_refuses_an_epoch_longer_than_the_one_it_learned():
+    x, y = data(44)
+    model = row_counted()
+    model.compile(keras.optimizers.Adam(0.05), "mse")
+    model.accumulator = gaviz.Accumulator(model.optimizer, model.trainable_variables, K)
+    lengths = iter([40, 44])
+
+    def rows():
+        n = next(lengths)
+        for i in range(0, n, 4):
+            yield x[i:i + 4], y[i:i + 4]
+
+    spec = (tf.TensorSpec([None, 5]), tf.TensorSpec([None, 1]))
+    growing = tf.data.Dataset.from_generator(rows, output_signature=spec)
+    with pytest.raises(ValueError, match=r"more batches than.*steps_per_epoch"):
+        model.fit(growing, epochs=2, shuffle=False, verbose=0,
+                  callbacks=[gaviz.FlushAtEpochEnd(model.accumulator)])
 
 
 # ----------------------------------------------------------------------- two replicas
