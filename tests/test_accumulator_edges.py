@@ -1,5 +1,6 @@
 """gaviz.Accumulator at its edges (issue #40): None gradients, counts under XLA,
-non-finite windows, FlushAtEpochEnd's place among callbacks.
+non-finite windows, FlushAtEpochEnd's place among callbacks, losses that
+couple a batch's items.
 
 Each is compared with an independent big batch: a GradientTape over the
 window's rows and one Keras optimizer step (which skips a variable whose
@@ -445,6 +446,17 @@ def test_flush_at_epoch_end_refuses_an_epoch_longer_than_the_one_it_learned():
     with pytest.raises(ValueError, match=r"more batches than.*steps_per_epoch"):
         model.fit(growing, epochs=2, shuffle=False, verbose=0,
                   callbacks=[gaviz.FlushAtEpochEnd(model.accumulator)])
+
+
+# ------------------------------------------------------ losses that couple a batch's items
+
+
+def test_the_own_loop_guide_says_what_a_coupled_loss_gets():
+    guide = (HERE.parent / "docs" / "guide" / "own_loop.md").read_text()
+    section = guide.split("## Losses that couple a batch's items")[1].split("\n## ")[0]
+    section = " ".join(section.split())
+    for words in ("in-batch negatives", "batch statistics", "your_training.md"):
+        assert words in section, words
 
 
 # ----------------------------------------------------------------------- two replicas
