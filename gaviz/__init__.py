@@ -6,6 +6,8 @@ Public API:
         train_step, and the Keras callback that flushes it at an epoch's end.
     SparseGradientWarning: sparse gradients meet an optimizer for which
         Model.fit on the big batch lands elsewhere.
+    InexactAddedLoss: a loss added with add_loss that no window of
+        micro-batches can reproduce exactly, said at run time.
     NonFiniteUpdate: raised when a window's loss or gradient is not finite.
     History, Update: what a run reports, one record per optimizer update.
     Rule, rules: the window's arithmetic as data (for your own variations).
@@ -42,6 +44,7 @@ _PUBLIC = {
     "Accumulator": "gaviz.training",
     "FlushAtEpochEnd": "gaviz.training",
     "History": "gaviz.training",
+    "InexactAddedLoss": "gaviz.training",
     "NonFiniteUpdate": "gaviz.training",
     "Rule": "gaviz.training",
     "SparseGradientWarning": "gaviz.training",

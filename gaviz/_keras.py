@@ -16,8 +16,8 @@ import re
 import keras
 
 # keras/src/backend/common/masking.py: the mask a layer attached to its output,
-# as Keras's losses and metrics read it.
-from keras.src.backend.common.masking import get_keras_mask
+# as Keras's losses and metrics read it (and attaching one to a tensor).
+from keras.src.backend.common.masking import get_keras_mask, set_keras_mask
 
 # keras/src/trainers/data_adapters/__init__.py: Model.fit's choice of adapter
 # (arrays, tf.data, PyDataset, generators, ...), with class_weight.
@@ -60,7 +60,7 @@ def check_version(version: str | None = None) -> None:
 
 #: The private functions imported above (tests check each is there).
 NAMES = ("get_data_adapter", "train_validation_split", "class_weight_to_sample_weights",
-         "make_class_weight_map_fn", "get_keras_mask", "model_supports_jit")
+         "make_class_weight_map_fn", "get_keras_mask", "set_keras_mask", "model_supports_jit")
 
 
 # keras/src/trainers/trainer.py: what Trainer.compile sets on a model, and

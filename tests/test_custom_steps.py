@@ -8,6 +8,7 @@ import inspect
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from helpers import assert_same_history, make_mlp, weight_gap
 from keras import ops
 
@@ -147,3 +148,92 @@ def test_an_own_compute_loss_compiled_without_a_loss_equals_model_fit():
     theirs = reference.fit(x, y, batch_size=K * B, epochs=2, shuffle=False, verbose=0)
     assert_same_history(ours.history, theirs.history)
     assert weight_gap(model, reference) < 1e-5
+
+
+# A token mean: the check must find it whatever the first micro-batch holds.
+
+LENGTH = 6
+
+
+class TokenMean(keras.Model):
+    """A tagger whose compute_loss averages over real tokens (Keras's own loss,
+    compiled with ignore_class=0: a mean over unmasked tokens, not over rows)."""
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        return super().compute_loss(x, y, y_pred, sample_weight, training)
+
+
+def token_mean_model():
+    keras.utils.set_random_seed(3)
+    tokens = keras.Input((LENGTH,), dtype="int32")
+    hidden = keras.layers.Embedding(10, 4)(tokens)
+    model = TokenMean(tokens, keras.layers.Dense(4)(hidden))
+    model.compile(keras.optimizers.SGD(0.1),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                                 ignore_class=0))
+    return model
+
+
+def tokens_of_lengths(lengths, seed=0):
+    rng = np.random.default_rng(seed)
+    real = np.arange(LENGTH)[None, :] < np.asarray(lengths)[:, None]
+    tokens = np.where(real, rng.integers(1, 10, (len(lengths), LENGTH)), 0).astype("int32")
+    return tokens, np.where(real, rng.integers(1, 4, (len(lengths), LENGTH)), 0).astype("int32")
+
+
+@pytest.mark.parametrize("lengths", [
+    [2, 4, 4, 2] + [1, 6, 3, 5] * 3,  # the first micro-batch's halves hold 6 tokens each
+    [3] * 8 + [1, 6, 2, 5] * 2,  # the first two micro-batches: 3 tokens in every row
+], ids=["equal-halves", "uniform-start"])
+@pytest.mark.parametrize("form", ["arrays", "dataset"])
+def test_a_token_mean_compute_loss_is_refused_whatever_the_first_micro_batch_holds(lengths,
+                                                                                  form):
+    """The old check compared the first micro-batch with its two halves: where
+    the halves hold equal tokens a token mean passes for a row mean, and the
+    trainer then weighed token means by rows (silently off)."""
+    x, y = tokens_of_lengths(lengths)
+    trainer = gaviz.AccumulationTrainer(token_mean_model(), accumulation_steps=2)
+    data = dict(x=x, y=y, batch_size=4) if form == "arrays" else dict(
+        x=tf.data.Dataset.from_tensor_slices((x, y)).batch(4))
+    with pytest.raises(ValueError, match=r"overrides compute_loss \(TokenMean\.compute_loss\) "
+                                         r"with a loss that is not a mean over the batch's "
+                                         r"rows.*real tokens"):
+        trainer.fit(**data, epochs=1, shuffle=False, verbose=0)
+    assert int(trainer.optimizer.iterations.numpy()) == 0  # refused before training
+
+
+class InBatchNegatives(keras.Model):
+    """A contrastive loss that makes its own targets (SigLIP's pattern): each row's
+    match is on the diagonal of the batch's similarity matrix, the other rows
+    of the batch are its negatives. Trained with fit(x), no y."""
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        left, right = y_pred
+        logits = ops.matmul(left, ops.transpose(right))
+        labels = ops.arange(ops.shape(logits)[0])
+        return ops.mean(keras.losses.sparse_categorical_crossentropy(
+            labels, logits, from_logits=True))
+
+
+def contrastive_model():
+    keras.utils.set_random_seed(4)
+    a, b = keras.Input((5,)), keras.Input((5,))
+    model = InBatchNegatives([a, b], [keras.layers.Dense(3)(a), keras.layers.Dense(3)(b)])
+    model.compile(keras.optimizers.Adam(0.01))
+    return model
+
+
+def test_a_contrastive_compute_loss_trained_without_targets_is_refused_by_name():
+    """fit(x) with no y, as Model.fit takes it, reaches the loss check (it used
+    to stop at "`y` must be given") and is refused before training."""
+    rng = np.random.default_rng(0)
+    x = [rng.normal(size=(32, 5)).astype("float32") for _ in range(2)]
+    model = contrastive_model()
+    model.fit(x, batch_size=16, epochs=1, verbose=0)  # Model.fit takes it
+    trainer = gaviz.AccumulationTrainer(contrastive_model(), accumulation_steps=2)
+    before = [w.copy() for w in trainer.model.get_weights()]
+    with pytest.raises(ValueError, match=r"overrides compute_loss "
+                                         r"\(InBatchNegatives\.compute_loss\) with a loss "
+                                         r"that is not a mean.*couples the rows"):
+        trainer.fit(x, batch_size=8, epochs=1, verbose=0)
+    assert all(np.array_equal(a, b) for a, b in zip(before, trainer.model.get_weights()))

@@ -195,9 +195,10 @@ def test_callback_sees_each_update_and_can_stop(micro):
     assert seen[0].seconds <= seen[2].seconds
 
 
-def test_losses_added_with_add_loss_are_said_to_be_taken_as_means(regression_data):
-    """How the trainer scales an add_loss, and how to get Model.fit's value for a summed
-    one, said once at the first fit; activity regularizers (means already) need no word."""
+def test_a_loss_added_as_a_sum_over_rows_is_said_to_be_inexact(regression_data):
+    """An add_loss that sums over rows cannot be accumulated exactly: said once, by
+    name, at the first fit, with how to make it a mean; activity regularizers (means
+    already) need no word."""
     import warnings
 
     class AddsTheSum(keras.layers.Layer):
@@ -210,7 +211,9 @@ def test_losses_added_with_add_loss_are_said_to_be_taken_as_means(regression_dat
     model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4), AddsTheSum(name="adds"),
                               keras.layers.Dense(1)])
     trainer = gaviz.AccumulationTrainer(model, keras.optimizers.SGD(0.1), "mse", 4)
-    with pytest.warns(UserWarning, match=r"add_loss \(adds\).*mean over its micro-batch.*1/k") as caught:
+    with pytest.warns(gaviz.InexactAddedLoss,
+                      match=r"added with add_loss by adds is not a mean over the batch's rows.*"
+                            r"divide it by the batch's rows") as caught:
         trainer.fit(x, y, batch_size=8, epochs=2, verbose=0)
     assert len([w for w in caught if "add_loss" in str(w.message)]) == 1
     assert caught[0].filename == __file__

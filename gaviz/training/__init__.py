@@ -7,16 +7,18 @@ parts; ``window_loop`` is the graph code one call runs, from ``micro_step``,
 ``window_update``, ``state`` and a ``rules.Rule`` (the window's arithmetic as
 data, on ``window``'s pure functions); ``feeds``, ``sources``, ``fitting``,
 ``validation`` and ``call_size`` turn ``fit``'s data into graph calls and run
-the epochs; ``objective``, ``own_loss``, ``added_loss`` and ``compiling`` read
-the compiled model; ``checks``, ``batch_layers`` and ``sparse_gradients`` refuse
-or warn; ``history`` is what a run reports.
+the epochs (``preprocessing``: a KerasHub task's preprocessor on them);
+``objective``, ``own_loss``, ``added_loss``, ``row_means`` and ``compiling``
+read the compiled model; ``checks``, ``batch_layers`` and ``sparse_gradients``
+refuse or warn; ``history`` is what a run reports.
 """
 
 from gaviz.training.accumulator import Accumulator, FlushAtEpochEnd
+from gaviz.training.added_loss import InexactAddedLoss
 from gaviz.training.history import History, NonFiniteUpdate, Update
 from gaviz.training.rules import EXACT, Rule
 from gaviz.training.sparse_gradients import SparseGradientWarning
 from gaviz.training.trainer import AccumulationTrainer
 
 __all__ = ["AccumulationTrainer", "Accumulator", "EXACT", "FlushAtEpochEnd", "History",
-           "NonFiniteUpdate", "Rule", "SparseGradientWarning", "Update"]
+           "InexactAddedLoss", "NonFiniteUpdate", "Rule", "SparseGradientWarning", "Update"]

@@ -227,6 +227,23 @@ def check_dataset(dataset, model=None, name="dataset", targets=True):
         )
 
 
+def check_preprocessed(dataset, model_name, targets=True):
+    """Checks that a KerasHub task's preprocessor made ``(x, y)`` micro-batches
+    where the loss needs targets (a classifier given no labels makes inputs alone).
+
+    Raises:
+        ValueError: the preprocessed micro-batches hold no targets.
+    """
+    spec = dataset.element_spec
+    if targets and not (isinstance(spec, tuple) and len(spec) in (2, 3)):
+        raise ValueError(
+            f"`y` is required: {model_name}'s preprocessor made micro-batches of inputs "
+            "alone, and the compiled loss needs targets. Pass the labels as `y` (or a "
+            "dataset of (x, y)), as the task's own fit needs them. Received micro-batches "
+            f"of element_spec={spec} after preprocessing."
+        )
+
+
 def _looks_unbatched(x_spec, y_spec, model):
     """Scalar targets, or inputs one axis short of the model's inputs."""
     from keras import tree

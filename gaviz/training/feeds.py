@@ -25,10 +25,11 @@ import types
 from typing import Any, Callable, NamedTuple
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from gaviz import _keras, _tensorflow
-from gaviz.training import checks, sources
+from gaviz.training import checks, preprocessing, sources
 
 
 class WindowFunctions(NamedTuple):
@@ -100,20 +101,26 @@ def make_feed(data: FitData, model, strategy, windows: WindowFunctions, targets:
     steps_per_epoch = data.steps_per_epoch
     if steps_per_epoch is not None:
         steps_per_epoch = checks.check_positive_int("steps_per_epoch", steps_per_epoch)
-    if not isinstance(data.x, BATCHED):
+    preprocess = preprocessing.preprocess_samples(model)
+    if not isinstance(data.x, BATCHED) and preprocess is None:
         for name in ("x", "y", "sample_weight"):
             checks.check_array_dtypes(name, getattr(data, name))
-    data = _split_validation(data)
-    feed = _micro_batches(data, model, strategy, windows, targets)
+    data = _split_validation(data, raw=preprocess is not None)
+    if preprocess is not None:
+        feed = _preprocessed(data, model, strategy, windows, targets, preprocess)
+    else:
+        feed = _micro_batches(data, model, strategy, windows, targets)
     checks.check_epoch_ends(feed.endless(), steps_per_epoch)
     feed.steps_per_epoch, feed.validation_data = steps_per_epoch, data.validation_data
     return feed
 
 
-def _split_validation(data: FitData) -> FitData:
+def _split_validation(data: FitData, raw: bool = False) -> FitData:
     """``data`` after ``validation_split``: the last fraction of the arrays
     becomes the validation data, taken before any shuffling (Keras's own
-    split); ignored when ``validation_data`` is given.
+    split; for a KerasHub task's ``raw`` data, strings among them, the same
+    rows, as the task's own fit takes them); ignored when ``validation_data``
+    is given.
 
     Raises:
         ValueError: the fraction is not in [0, 1), or ``x`` is not arrays.
@@ -132,7 +139,8 @@ def _split_validation(data: FitData) -> FitData:
             f"{type(data.x).__name__}: pass `validation_data` instead. "
             f"Received: validation_split={fraction}"
         )
-    (x, y, sample_weight), validation_data = _keras.train_validation_split(
+    split = preprocessing.split_rows if raw else _keras.train_validation_split
+    (x, y, sample_weight), validation_data = split(
         (data.x, data.y, data.sample_weight), validation_split=fraction
     )
     return data._replace(x=x, y=y, sample_weight=sample_weight, validation_data=validation_data)
@@ -172,6 +180,35 @@ def _micro_batches(data: FitData, model, strategy, windows, targets):
         dataset = _array_dataset(arrays, rows, batch_size, data.shuffle)
         return DatasetFeed(dataset, strategy, windows, micro_batch_size=batch_size)
     return ArrayFeed(arrays, rows, batch_size, bool(data.shuffle), windows)
+
+
+def _preprocessed(data: FitData, model, strategy, windows, targets, preprocess):
+    """The feed of a KerasHub task: its raw micro-batches (arrays cut into
+    ``batch_size`` rows, a dataset's elements, a PyDataset's or generator's
+    batches) through the task's ``preprocess_samples``, then ``class_weight``,
+    as the task's own ``fit`` does (:mod:`gaviz.training.preprocessing`)."""
+    x, batch_size, end_epoch = data.x, None, None
+    if isinstance(x, tf.data.Dataset):
+        _check_batched_already(data, "a tf.data.Dataset")
+        raw = x
+    elif isinstance(x, (keras.utils.PyDataset, types.GeneratorType)):
+        _check_batched_already(
+            data, "a PyDataset" if isinstance(x, keras.utils.PyDataset) else "a generator"
+        )
+        adapter = _keras.get_data_adapter(x, shuffle=bool(data.shuffle))
+        raw, end_epoch = adapter.get_tf_dataset(), adapter.on_epoch_end
+    else:
+        batch_size = checks.check_positive_int(
+            "batch_size", 32 if data.batch_size is None else data.batch_size
+        )
+        raw = preprocessing.raw_micro_batches(x, data.y, data.sample_weight, batch_size,
+                                              bool(data.shuffle))
+    dataset = preprocessing.apply(raw, preprocess)
+    checks.check_preprocessed(dataset, type(model).__name__, targets)
+    if data.class_weight is not None:
+        dataset = dataset.map(_keras.make_class_weight_map_fn(data.class_weight))
+    return DatasetFeed(dataset if targets else _paired(dataset), strategy, windows,
+                       end_epoch, micro_batch_size=batch_size)
 
 
 def _paired(dataset):
@@ -224,6 +261,19 @@ class Feed:
     steps_per_epoch: int | None = None
     validation_data = None
 
+    #: Micro-batches a probe of a dataset reads at most.
+    PROBE_MICRO_BATCHES = 8
+
+    def probe(self, rows: int):
+        """About ``rows`` rows drawn from across the data, as one micro-batch
+        (``(x, y)`` or ``(x, y, sample_weight)``): what a loss is checked on
+        before training (:mod:`gaviz.training.row_means`), so that the check
+        does not rest on what the first micro-batch happens to hold."""
+        return _spread(self._probe_pool(), rows)
+
+    def _probe_pool(self):
+        return self.first()
+
     def effective_batch_size(self, accumulation_steps: int) -> int | None:
         """``accumulation_steps * micro_batch_size``, what ``Model.fit`` calls
         ``batch_size`` (and validates in too); None for batched data, for
@@ -244,6 +294,9 @@ class DatasetFeed(Feed):
                  micro_batch_size: int | None = None):
         self.dataset, self.windows = dataset, windows
         self.micro_batch_size = micro_batch_size
+        # A PyDataset's or a generator's batches (with an end_epoch) are read
+        # once per epoch; a tf.data pipeline may be read again.
+        self.rereadable = end_epoch is None
         self.end_epoch = end_epoch or (lambda: None)
         self.element_spec = dataset.element_spec
         self.source = dataset
@@ -281,6 +334,20 @@ class DatasetFeed(Feed):
             raise ValueError("`x` is empty: the dataset yielded no micro-batches.")
         return self._first
 
+    def _probe_pool(self):
+        """The first micro-batches (a tf.data pipeline's first few, joined
+        where their shapes allow; otherwise the first alone)."""
+        first = self.first()
+        if not self.rereadable or self.endless():
+            return first
+        batches = list(self.dataset.take(self.PROBE_MICRO_BATCHES))
+        try:
+            return tf.nest.map_structure(
+                lambda *parts: None if parts[0] is None else tf.concat(parts, axis=0), *batches
+            )
+        except (ValueError, TypeError, tf.errors.InvalidArgumentError):
+            return first
+
     def epoch(self):
         """``call(max_windows, k)`` running windows of a fresh pass over the data."""
         iterator = iter(self.source)
@@ -310,6 +377,10 @@ class ArrayFeed(Feed):
     def end_epoch(self) -> None:
         """Nothing to do: each pass draws its own row order."""
 
+    def _probe_pool(self):
+        self.first()  # refuses empty arrays
+        return self.arrays
+
     def first(self):
         size = min(self.micro_batch_size, self.rows)
         if size == 0:
@@ -324,6 +395,13 @@ class ArrayFeed(Feed):
         return lambda max_windows, k: function(
             self.arrays, order, self.micro_batch_size, self.rows, max_windows, k
         )
+
+
+def _spread(pool, rows: int):
+    """Up to ``rows`` rows of ``pool`` (a micro-batch structure), evenly spaced."""
+    count = int(tf.shape(tf.nest.flatten(pool)[0])[0])
+    picks = np.unique(np.linspace(0, count - 1, min(rows, count)).round().astype(np.int64))
+    return tf.nest.map_structure(lambda t: None if t is None else tf.gather(t, picks), pool)
 
 
 def _array_dataset(arrays, rows, batch_size, shuffle):

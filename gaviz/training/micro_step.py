@@ -7,8 +7,6 @@ the window adds these up and divides once, when it finishes.
 
 from __future__ import annotations
 
-import warnings
-
 import keras
 import tensorflow as tf
 
@@ -43,7 +41,7 @@ class MicroStep:
         with tf.GradientTape() as tape:
             y_pred = self.model(x, training=True)
             with tf.name_scope("loss"):
-                micro, loss_sum = self._loss(x, y, y_pred, sample_weight)
+                micro, loss_sum = self._loss(x, y, y_pred, sample_weight, accumulation_steps)
             scaled, per = self._scaled(loss_sum, micro.normalizer, accumulation_steps)
         grads = gradients(tape, scaled, self.model.trainable_variables)
         self._say_sparse(grads)
@@ -58,14 +56,15 @@ class MicroStep:
                 self.optimizer, grads, self.model.trainable_variables
             )
 
-    def _loss(self, x, y, y_pred, sample_weight):
+    def _loss(self, x, y, y_pred, sample_weight, accumulation_steps):
         """``(micro, loss_sum)``: the micro-batch's MicroLoss and everything its
         loss sum holds (the model's own compute_loss holds the added losses)."""
         if self.own_loss is not None:
             micro = self.own_loss.micro(x, y, y_pred, sample_weight)
             return micro, micro.loss_sum
         micro = self.objective.micro(y, y_pred, sample_weight)
-        return micro, micro.loss_sum + self._forward_loss_sum(y_pred)
+        added = self._added_loss_sum(micro.normalizer, accumulation_steps)
+        return micro, micro.loss_sum + added
 
     def _scaled(self, loss_sum, normalizer, accumulation_steps):
         """What the tape differentiates: ``(loss, per)``, the gradient of the
@@ -94,20 +93,27 @@ class MicroStep:
         for tracker, mean in zip(trackers, micro.output_means):
             tracker.update_state(mean, sample_weight=micro.rows)
 
-    def _forward_loss_sum(self, y_pred):
-        """The losses the last forward pass added, as a sum over its samples.
+    def _added_loss_sum(self, normalizer, accumulation_steps):
+        """What the losses the last forward pass added (``add_loss``, activity
+        regularizers) add to the window's loss sum.
 
         ``model.losses`` lists those first, then one penalty per regularized
-        weight (recomputed on every access: read it once). Keras divides
-        activity losses by the micro-batch size; multiplying back lets the
-        window divide them, like the data loss, by its own count.
+        weight (recomputed on every access: read it once). Keras adds them to
+        the batch's loss as they are, next to a loss divided by its count; so
+        each is multiplied by the micro-batch's ``normalizer`` (rows, loss
+        elements or total weight), and the window's one division gives it
+        back: Model.fit's value at ``accumulation_steps=1``, and over a window
+        exactly where :mod:`gaviz.training.added_loss` says. With a loss that
+        is not divided (``normalize="sum"``), each counts ``1 / k``.
         """
         losses = self.model.losses
         n_forward = len(losses) - len(regularized_weights(self.model))
         if n_forward <= 0:
             return tf.constant(0.0)
-        batch = tf.cast(tf.shape(tf.nest.flatten(y_pred)[0])[0], tf.float32)
-        return batch * tf.add_n([tf.cast(value, tf.float32) for value in losses[:n_forward]])
+        added = tf.add_n([tf.cast(value, tf.float32) for value in losses[:n_forward]])
+        if self.objective.normalize == "sum":
+            return added / tf.cast(accumulation_steps, tf.float32)
+        return added * normalizer
 
 
 def added_loss_layers(model) -> list[str]:
@@ -115,25 +121,6 @@ def added_loss_layers(model) -> list[str]:
     regularizers aside, which Keras adds as means over the batch)."""
     return [layer.name for layer in _keras.flatten_layers(model)
             if layer.activity_regularizer is None and _keras.own_losses(layer)]
-
-
-def warn_added_losses(model, stacklevel: int = 3) -> None:
-    """Says how losses added with ``add_loss`` are accumulated, if ``model`` adds any
-    (call it after a forward pass)."""
-    names = added_loss_layers(model)
-    if not names:
-        return
-    warnings.warn(
-        f"`model` adds losses with add_loss ({', '.join(names)}): the trainer takes each as "
-        "a mean over its micro-batch, as Keras's activity regularizers are (it weighs a "
-        "micro-batch's added loss by its samples and divides the window by its samples), "
-        "which equals Model.fit on the big batch for a loss that is a mean over its batch. "
-        "A loss that sums over its batch would count 1/k of what Model.fit gives it: "
-        "divide it by the batch size in call (add_loss(tf.reduce_sum(v) / "
-        "tf.cast(tf.shape(v)[0], v.dtype))) and scale its coefficient to match.",
-        UserWarning,
-        stacklevel=stacklevel,
-    )
 
 
 def clip_mean_gradient(micro: WindowSums, optimizer) -> WindowSums:

@@ -98,6 +98,7 @@ class Objective:
         self.output_names = output_names
         self.requested = normalize
         self.terms: list[Term] = []
+        self.masked = False  # a term's loss is masked (set by build)
         # Resolved once, from the losses compile was given: a reduction is
         # known before the losses are built on data.
         given = None if compile_loss is None else _keras.user_loss(compile_loss)
@@ -108,6 +109,26 @@ class Objective:
         """What a window is divided by: ``"samples"``, ``"weights"`` or ``"sum"``
         (from the losses' reductions, or the trainer's ``normalize``)."""
         return self._normalize
+
+    @property
+    def divides_by(self) -> str:
+        """What a window's loss is divided by, in words."""
+        if self.compile_loss is None:
+            return "its rows"
+        return _DIVIDES_BY[self.normalize]
+
+    def fixed_count_per_row(self, element_spec) -> bool:
+        """Whether every micro-batch's loss divides by the same number per row
+        (after :meth:`build`): rows, or a fixed number of unmasked loss
+        elements per row (no mask, and targets of one shape past the batch
+        axis in ``element_spec``, a micro-batch's)."""
+        if self.compile_loss is None or len(self.terms) > 1:
+            return self.normalize != "sum"  # divided by rows
+        if self.normalize != "samples" or self.masked:
+            return False
+        targets = element_spec[1] if isinstance(element_spec, tuple) else None
+        return all(spec.shape[1:].is_fully_defined() for spec in tree.flatten(targets)
+                   if hasattr(spec, "shape"))
 
     # ------------------------------------------------------------- building
 
@@ -132,7 +153,7 @@ class Objective:
                 ) from None
         y_true, y_pred = self._as_built(y_true, y_pred)
         flat = _keras.flat_losses(self.compile_loss)
-        terms = []
+        terms, masked = [], False
         for path, loss, weight, name in flat:
             if tree.is_nested(_at(path, y_pred)) or tree.is_nested(_at(path, y_true)):
                 raise ValueError(
@@ -141,11 +162,12 @@ class Objective:
                     f"{_keras.user_loss(self.compile_loss)!r} for outputs {_structure(y_pred)}."
                 )
             values, mask = _checked_values(loss, _at(path, y_true), _at(path, y_pred))
+            masked = masked or mask is not None
             per_row = None
             if len(flat) > 1:
                 per_row = self._elements_per_sample(name, values, mask)
             terms.append(Term(path, loss, 1.0 if weight is None else float(weight), name, per_row))
-        self.terms = terms
+        self.terms, self.masked = terms, masked
         if len(terms) > 1:
             self._warn_per_output_entries([term.name for term in terms])
 

@@ -13,8 +13,10 @@ which Keras's own ``compute_loss`` does for losses that are means over samples
 (``super().compute_loss(...)`` plus anything of that form keeps it). A loss
 divided by something else (tokens under a mask, a batch statistic such as a
 contrastive loss, a sum over rows) is not: the trainer refuses such an
-override by name, from a check on the first micro-batch (its value against
-the row-weighted mean of its two halves).
+override by name, before training, from a check on rows drawn from across
+the data (:mod:`gaviz.training.row_means`). The override may make its own
+targets (``fit(x)`` with no ``y``, as a contrastive model's does): it is given
+``y=None``, as ``Model.fit`` gives it.
 """
 
 from __future__ import annotations
@@ -24,10 +26,8 @@ import inspect
 import numpy as np
 import tensorflow as tf
 
+from gaviz.training import row_means
 from gaviz.training.objective import MicroLoss
-
-#: How far (relative) the whole micro-batch's value may be from its halves'.
-ROW_MEAN_TOLERANCE = 1e-4
 
 
 class OwnLoss:
@@ -58,55 +58,31 @@ class OwnLoss:
         value = tf.cast(self.value(x, y, y_pred, sample_weight), tf.float32)
         return MicroLoss(value * rows, rows, rows, rows, [])
 
-    def check(self, x, y, y_pred, sample_weight) -> None:
-        """Refuses an override that is not a mean over rows, tried on one batch.
+    def check(self, probe: row_means.Batch) -> None:
+        """Refuses an override that is not a mean over rows, tried on ``probe``
+        (rows from across the data, with the model's predictions on them).
 
         Raises:
-            ValueError: the batch's value is not the row-weighted mean of its
-                two halves' values.
+            ValueError: on the probe (or a variation of it) the override's
+                value is not the mean of its values on each row alone.
         """
-        rows = int(tf.shape(tf.nest.flatten(y_pred)[0])[0])
-        gap = not_a_row_mean(lambda part: self._float(x, y, y_pred, sample_weight, part), rows)
+        gap = row_means.first_gap(self._float, probe)
         if gap is None:
             return
-        whole, weighted = gap
         raise ValueError(
             f"`model` overrides compute_loss ({self.owner}.compute_loss) with a loss that "
-            f"is not a mean over the batch's rows: on a micro-batch of {rows} rows it gives "
-            f"{whole:.6g}, but the row-weighted mean of its two halves gives {weighted:.6g}. "
-            "The trainer weighs each micro-batch's compute_loss by its rows, which equals "
-            "Model.fit on the big batch only for a mean over rows (plus terms that do not "
-            "depend on the batch, such as weight penalties). Return such a mean (e.g. "
-            "super().compute_loss(...) plus per-row means), pass the loss to compile as a "
-            "keras.losses.Loss (masks and token counts are then exact), or train with "
+            f"is not a mean over the batch's rows: on {gap.rows} rows of the data "
+            f"({gap.variation}) it gives {gap.whole:.6g}, but the mean of its values on "
+            f"each row alone is {gap.row_mean:.6g}. It divides by something else (real "
+            "tokens, a total weight) or couples the rows (a contrastive loss, a batch "
+            "statistic). The trainer weighs each micro-batch's compute_loss by its rows, "
+            "which equals Model.fit on the big batch only for a mean over rows (plus terms "
+            "that do not depend on the batch, such as weight penalties). Return such a mean "
+            "(e.g. super().compute_loss(...) plus per-row means), pass the loss to compile "
+            "as a keras.losses.Loss (masks and token counts are then exact), or train with "
             "Model.fit."
         )
 
-    def _float(self, x, y, y_pred, sample_weight, rows: slice) -> float:
-        weights = None if sample_weight is None else rows_of(sample_weight, rows)
-        value = self.value(rows_of(x, rows), rows_of(y, rows), rows_of(y_pred, rows), weights)
+    def _float(self, batch: row_means.Batch) -> float:
+        value = self.value(batch.x, batch.y, batch.y_pred, batch.sample_weight)
         return float(np.asarray(value, dtype="float64"))
-
-
-def not_a_row_mean(value_of, rows: int):
-    """``(whole, weighted)`` where a batch's value is not the row-weighted mean
-    of its two halves' values (a loss that is not a mean over rows), else None.
-
-    Args:
-        value_of: ``slice -> float``, the value on those rows of the batch.
-        rows: the batch's rows (fewer than 2: nothing to compare, None).
-    """
-    if rows < 2:
-        return None
-    half = rows // 2
-    whole = value_of(slice(None))
-    weighted = (half * value_of(slice(None, half))
-                + (rows - half) * value_of(slice(half, None))) / rows
-    if abs(whole - weighted) <= ROW_MEAN_TOLERANCE * max(1.0, abs(whole)):
-        return None
-    return whole, weighted
-
-
-def rows_of(nest, rows: slice):
-    """The ``rows`` of every tensor in ``nest``."""
-    return tf.nest.map_structure(lambda tensor: tensor[rows], nest)

@@ -24,12 +24,14 @@ from gaviz.training import (
     compiling,
     feeds,
     fitting,
+    preprocessing,
+    row_means,
     rules,
     validation,
     window_loop,
 )
 from gaviz.training.history import History, Update
-from gaviz.training.micro_step import MicroStep, unpack, warn_added_losses
+from gaviz.training.micro_step import MicroStep, unpack
 from gaviz.training.objective import Objective
 from gaviz.training.own_loss import OwnLoss
 from gaviz.training.state import TrainerState
@@ -245,6 +247,9 @@ class AccumulationTrainer(tf.Module):
         #: Whether the loss is what the model's layers add with add_loss alone
         #: (compiled without a loss): then fit takes data without targets.
         self._added_loss_only = self.objective.compile_loss is None and owner is None
+        #: Whether fit needs targets: not for a loss the model makes itself (its
+        #: add_loss, or its compute_loss, which may make its own targets).
+        self._needs_targets = self.objective.compile_loss is not None and owner is None
 
     def _build_when_built(self, after_restore: bool = True):
         """Builds what needs the model's weights, if the model has them, then
@@ -461,7 +466,7 @@ class AccumulationTrainer(tf.Module):
         data = feeds.FitData(x, y, batch_size, shuffle, sample_weight, class_weight,
                              validation_split, validation_data, steps_per_epoch)
         feed = feeds.make_feed(data, self.model, self.strategy, self._windows(),
-                               targets=not self._added_loss_only)
+                               targets=self._needs_targets)
         self._prepare(feed)
         k = self.accumulation_steps_for(initial_epoch + 1)
         checked = validation.Validation.make(
@@ -469,7 +474,8 @@ class AccumulationTrainer(tf.Module):
             validation_batch_size or feed.effective_batch_size(k),
             validation_freq,
             validation_steps and checks.check_positive_int("validation_steps", validation_steps),
-            targets=not self._added_loss_only,
+            targets=self._needs_targets,
+            raw=preprocessing.preprocess_samples(self.model) is not None,
         )
         state_watch = None
         if not self._state_watched:
@@ -501,7 +507,8 @@ class AccumulationTrainer(tf.Module):
 
     def _prepare(self, feed):
         """Builds model, losses, metrics and state on the first micro-batch, and
-        checks its targets.
+        checks its targets, then (once per trainer or compile) the loss the model
+        makes itself.
 
         Skipped for data whose element spec was already checked: the eager
         forward pass costs as much as a few windows of a small model.
@@ -512,21 +519,36 @@ class AccumulationTrainer(tf.Module):
         x, y, sample_weight = unpack(first)
         with _tensorflow.native_log_filtered():  # e.g. float16's fallback log on some CPUs
             y_pred = self.model(x, training=False)
-        if self._checked_spec is None:  # once per trainer (or compile)
-            if self._added_loss_only:  # checked to be a mean over rows: no warning needed
-                added_loss.check(self.model, x)
-            else:
-                warn_added_losses(self.model, stacklevel=4)
         if not self._built:
             if not self.model.trainable_variables:
                 raise ValueError("`model` has no trainable variables: nothing to train.")
             self._build_when_built()
-        self.objective.build(y, y_pred)
-        if self.own_loss is not None:
-            self.own_loss.check(x, y, y_pred, sample_weight)
+        if self.own_loss is None:  # an own compute_loss makes the loss, targets included
+            self.objective.build(y, y_pred)
+        if self._checked_spec is None:  # once per trainer (or compile)
+            self._check_own_losses(feed)
         with self.strategy.scope():
             # Keras's own build of compiled metrics and loss trackers (their
             # variables must exist before the graph is traced).
             _keras.symbolic_build(self.model, tuple(first))
         self._checked_spec = feed.element_spec
 
+    def _check_own_losses(self, feed):
+        """Checks the loss the model makes itself, its compute_loss and what its
+        layers add with add_loss, on rows drawn from across the data: refused
+        where the trainer cannot take it exactly, said (by name) where
+        accumulation cannot be exact."""
+        if self.own_loss is None and not added_loss.may_add_losses(self.model):
+            return
+        x, y, sample_weight = unpack(feed.probe(row_means.PROBE_ROWS))
+        added = added_loss.find(self.model, x)
+        if self._added_loss_only:
+            added_loss.check_only_loss(added)
+            return
+        if self.own_loss is not None:
+            y_pred = self.model(x, training=False)
+            self.own_loss.check(row_means.Batch(x, y, y_pred, sample_weight))
+        accumulates = callable(self.accumulation_steps) or self.accumulation_steps > 1
+        fixed = self.own_loss is not None or self.objective.fixed_count_per_row(feed.element_spec)
+        added_loss.warn_where_inexact(added, accumulates, fixed, self.objective.divides_by,
+                                      stacklevel=4)

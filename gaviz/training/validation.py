@@ -16,12 +16,15 @@ class Validation:
         self.batch_size, self.freq, self.steps = batch_size, freq, steps
 
     @classmethod
-    def make(cls, data, batch_size, freq, steps=None, targets=True):
+    def make(cls, data, batch_size, freq, steps=None, targets=True, raw=False):
         """None without data; raises ValueError for data of the wrong form (or
         of a dtype Model.fit refuses, before training rather than after an epoch).
 
         ``targets``: False for a model whose loss its layers add, which
         Keras validates on inputs alone (``x_val`` or ``(x_val,)``) too.
+        ``raw``: the data is a KerasHub task's raw data, which the task's own
+        ``evaluate`` preprocesses: strings are fine, and inputs alone too
+        (its preprocessor may make the targets, as a causal LM's does).
         """
         if data is None:
             return None
@@ -29,11 +32,11 @@ class Validation:
             return cls(data, None, None, None, freq, steps)  # batched already
         try:
             if not isinstance(data, (tuple, list)):
-                if targets:
+                if targets and not raw:
                     raise TypeError(type(data).__name__)
                 data = (data,)
             x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(tuple(data))
-            if y is None and targets:
+            if y is None and targets and not raw:
                 raise ValueError("no targets")
         except (TypeError, ValueError):
             raise ValueError(
@@ -41,7 +44,7 @@ class Validation:
                 "a tf.data.Dataset, a keras.utils.PyDataset or a generator. "
                 f"Received: {type(data).__name__}"
             ) from None
-        for index, arrays in enumerate((x, y, sample_weight)):
+        for index, arrays in enumerate(() if raw else (x, y, sample_weight)):
             checks.check_array_dtypes(f"validation_data[{index}]", arrays)
         return cls(x, y, sample_weight, batch_size, freq, steps)
 
