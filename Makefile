@@ -10,6 +10,10 @@ VENV_BINDER := .venv-binder
 # Which TensorFlow gaviz is installed with (an extra of pyproject.toml):
 # tensorflow (default), and-cuda (NVIDIA GPUs on Linux) or tensorflow-cpu.
 TF_EXTRA ?= tensorflow
+# KerasHub (the hub extra) brings tensorflow-text, which installs the `tensorflow`
+# distribution: the tests install it only next to that one (or and-cuda's).
+comma := ,
+HUB_EXTRA := $(if $(filter tensorflow and-cuda,$(TF_EXTRA)),$(comma)hub,)
 
 .PHONY: lab test test-e2e lint test-oldest demo bench binder-check docs docs-check clean
 
@@ -19,7 +23,7 @@ $(BIN)/python:
 
 # binder/postBuild installs the project's JupyterLab settings (no news prompt).
 $(STAMP_TEST): pyproject.toml binder/postBuild binder/overrides.json | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[$(TF_EXTRA),test]"
+	$(BIN)/python -m pip install --quiet -e ".[$(TF_EXTRA),test$(HUB_EXTRA)]"
 	binder/postBuild $(BIN)/python
 	touch $@
 

@@ -47,15 +47,19 @@ def test_tensorflow_is_checked_at_import_not_required():
         assert canonical(requirement.name) == distribution, extra
         assert str(requirement.specifier) == f">={MINIMUM}", extra
     assert Requirement(extras["and-cuda"][0]).extras == {"and-cuda"}
-    # lab and test compose with any TensorFlow: they bring none of their own.
-    for extra in ("lab", "test"):
+    # lab, test and hub bring no TensorFlow of their own (hub's KerasHub brings
+    # tensorflow-text, which needs `tensorflow`: the Makefile pairs them).
+    for extra in ("lab", "test", "hub"):
         assert tensorflow_distributions(Requirement(r).name for r in extras[extra]) == []
 
 
 def test_makefile_installs_one_extra_tensorflow():
     makefile = (ROOT / "Makefile").read_text()
     assert "TF_EXTRA ?= tensorflow\n" in makefile
-    assert '-e ".[$(TF_EXTRA),test]"' in makefile and '-e ".[$(TF_EXTRA),lab]"' in makefile
+    assert '-e ".[$(TF_EXTRA),test$(HUB_EXTRA)]"' in makefile
+    assert '-e ".[$(TF_EXTRA),lab]"' in makefile
+    # KerasHub's tensorflow-text installs `tensorflow`: only next to that distribution.
+    assert "HUB_EXTRA := $(if $(filter tensorflow and-cuda,$(TF_EXTRA)),$(comma)hub,)" in makefile
     assert "tests/one_tensorflow.py" in makefile.split("binder-check:")[1]
 
 
