@@ -30,6 +30,8 @@ class MicroStep:
         self.own_loss = own_loss  # an OwnLoss: the model's compute_loss, not the compiled one
         self.loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         self._sparse_said = False  # sparse gradients: said once, at the first trace
+        #: Which variables the loss reaches, as the micro-step's trace finds them.
+        self.reach = Reach()
 
     def variables(self) -> list:
         """The variables trained: the model's trainable ones, read when called."""
@@ -43,7 +45,7 @@ class MicroStep:
             with tf.name_scope("loss"):
                 micro, loss_sum = self._loss(x, y, y_pred, sample_weight, accumulation_steps)
             scaled, per = self._scaled(loss_sum, micro.normalizer, accumulation_steps)
-        grads = gradients(tape, scaled, self.model.trainable_variables)
+        grads = gradients(tape, scaled, self.model.trainable_variables, self.reach)
         self._say_sparse(grads)
         if per is not None:  # back to the gradient of the sum, in float32
             grads = [g * tf.cast(per, g.dtype) for g in grads]
@@ -136,13 +138,40 @@ def regularized_weights(model) -> list:
     return [v for v in model.trainable_variables if getattr(v, "regularizer", None) is not None]
 
 
-def gradients(tape, target, variables):
-    """Gradients of ``target``; zeros for variables it does not reach.
+class Reach:
+    """Which trained variables a micro-step's loss reaches: the others get a
+    None gradient from the tape, which ``Model.fit`` hands its optimizer as
+    None, so that they are left out of the update (not moved by momentum, not
+    decayed). The window sums zeros for them; :meth:`reached` puts the None
+    back before the optimizer sees the window.
+
+    Set while the micro-step is traced (the model's graph decides it, the same
+    in every trace of one model), read by the update traced after it.
+    """
+
+    def __init__(self):
+        self.unreached: frozenset = frozenset()  # indices into the trained variables
+
+    def note(self, grads) -> None:
+        self.unreached = frozenset(i for i, g in enumerate(grads) if g is None)
+
+    def reached(self, grads, also_reached=frozenset()) -> list:
+        """``grads`` with None for the variables no loss reached (nor a penalty
+        in ``also_reached``)."""
+        left_out = self.unreached - set(also_reached)
+        return [None if i in left_out else g for i, g in enumerate(grads)]
+
+
+def gradients(tape, target, variables, reach: Reach | None = None):
+    """Gradients of ``target``; zeros for variables it does not reach (noted
+    in ``reach`` if given).
 
     (``UnconnectedGradients.ZERO`` fails on Keras variables, whose dtype is a
     string, so the zeros are made here.)
     """
     grads = tape.gradient(target, variables)
+    if reach is not None:
+        reach.note(grads)
     return [
         tf.zeros(v.shape, dtype=tf.as_dtype(v.dtype)) if g is None else g
         for g, v in zip(grads, variables)

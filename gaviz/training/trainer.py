@@ -215,7 +215,7 @@ class AccumulationTrainer(tf.Module):
         """The graph code, built from its parts."""
         micro_step = MicroStep(self.model, self.optimizer, self.objective, self.own_loss)
         update = WindowUpdate(self.model, self.optimizer, self.own_loss or self.objective,
-                              self.rule, self.state.skipped_windows)
+                              self.rule, self.state.skipped_windows, micro_step.reach)
         hooks = Hooks(self.on_micro_batch, self.reduce_window, self.next_window)
         xla = window_loop.xla_mode(self.model, self._jit_compile_asked)
         #: Whether XLA compiles the window loop or its micro-steps (what

@@ -221,7 +221,7 @@ class WindowLoop:
         with tf.name_scope("update"):
             # Micro-batches up to this window's end, for a rule whose schedule reads them.
             micro_steps = self.state.micro_step + consumed if self.rule.schedule_step else None
-            applied = self.window_update.update(applies, grads, micro_steps)
+            applied = self.window_update.update(applies, grads, micro_steps, steps)
         with tf.name_scope("report"):
             self.strategy.run(self._track_window, args=(applies, loss, totals.rows))
             self.state.micro_step.assign_add(consumed)

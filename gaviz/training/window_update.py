@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from gaviz import _keras
 from gaviz.training import rules, window
-from gaviz.training.micro_step import gradients, regularized_weights
+from gaviz.training.micro_step import Reach, gradients, regularized_weights
 from gaviz.training.objective import Objective
 from gaviz.training.window import WindowSums
 
@@ -34,21 +34,15 @@ class WindowUpdate:
         skipped_windows: the counter of windows a loss-scaling optimizer skipped.
     """
 
-    def __init__(self, model, optimizer, objective: Objective, rule: rules.Rule, skipped_windows):
+    def __init__(self, model, optimizer, objective: Objective, rule: rules.Rule, skipped_windows,
+                 reach: Reach | None = None):
         self.model, self.optimizer, self.objective = model, optimizer, objective
         self.rule, self.skipped_windows = rule, skipped_windows
+        self.reach = reach or Reach()
         self.loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-        #: The micro-steps of the window :meth:`finish` was last traced with: the
-        #: window the :meth:`update` after it applies, in the same trace.
-        self._steps_in_window = None
 
     def finish(self, totals: WindowSums, steps, k):
-        """``(loss, gradient, finite)`` of the window, by the rule.
-
-        Also notes ``steps``, the window's micro-steps, for the :meth:`update`
-        that follows it (a rule's ``ema_updates_before_apply`` reads them).
-        """
-        self._steps_in_window = steps
+        """``(loss, gradient, finite)`` of the window, by the rule."""
         penalty, penalty_grads = self._weight_penalty(steps)
         divisor = self.rule.divisor(totals.normalizer, steps, k)
         if self.objective.normalize == "sum":  # the loss's reduction is "sum"
@@ -72,17 +66,14 @@ class WindowUpdate:
         grads = gradients(tape, penalty, self.model.trainable_variables)
         return penalty * times, [g * tf.cast(times, g.dtype) for g in grads]
 
-    def update(self, apply, grads, micro_steps=None):
+    def update(self, apply, grads, micro_steps=None, steps=None):
         """Applies ``grads`` if ``apply`` (a boolean tensor); True if an update
         really happened (a loss-scaling optimizer may skip one).
 
         ``micro_steps``: micro-batches consumed up to the end of this window
-        (read only by a rule with a ``schedule_step``).
+        (read only by a rule with a ``schedule_step``); ``steps``: the
+        window's micro-steps (read only by a rule with ``ema_updates_before_apply``).
         """
-        steps = None
-        if self.rule.ema_updates_before_apply is not None:
-            steps = self._steps_in_window  # the window finish() was given
-
         if not self.loss_scaled:
             return when(apply, lambda: self.apply(grads, micro_steps, steps))
         before = tf.identity(self.optimizer.iterations.value)
@@ -92,7 +83,8 @@ class WindowUpdate:
         return tf.logical_and(apply, tf.logical_not(skipped))
 
     def apply(self, grads, micro_steps=None, steps_in_window=None):
-        """One optimizer step with ``grads`` (float32 sums), cast to each weight's dtype.
+        """One optimizer step with ``grads`` (float32 sums), cast to each weight's
+        dtype, of the variables the loss reaches (:class:`Reach`).
 
         ``steps_in_window``: the window's micro-steps, for a rule with
         ``ema_updates_before_apply``: the optimizer's moving average moves
@@ -106,8 +98,17 @@ class WindowUpdate:
         step = None
         if self.rule.schedule_step is not None and micro_steps is not None:
             step = self.rule.schedule_step(micro_steps)
+        grads = self.reach.reached(grads, self._penalized())
         with _schedule_read_at(self.optimizer, step):
             apply_to(self.optimizer, grads, variables)
+
+    def _penalized(self) -> set:
+        """The variables the window's weight penalty reaches (added here, not
+        in the micro-steps' loss): their regularizer's."""
+        if self.objective.includes_weight_penalty:
+            return set()
+        regularized = {id(v) for v in regularized_weights(self.model)}
+        return {i for i, v in enumerate(self.model.trainable_variables) if id(v) in regularized}
 
 
 def when(condition, action):
@@ -124,8 +125,11 @@ def when(condition, action):
 def apply_to(optimizer, grads, variables):
     """One optimizer step: a window's gradient (float32 sums over its count),
     cast to each variable's dtype. The trainer and :class:`gaviz.Accumulator`
-    both update through here."""
-    optimizer.apply_gradients([(tf.cast(g, v.dtype), v) for g, v in zip(grads, variables)])
+    both update through here. A None gradient: the variable is left out, by
+    Keras's own rule (``_filter_empty_gradients``: not updated, not decayed,
+    and a warning names it), as in ``Model.fit``."""
+    optimizer.apply_gradients([(None if g is None else tf.cast(g, v.dtype), v)
+                               for g, v in zip(grads, variables)])
 
 
 def _move_average(optimizer, variables, times):
