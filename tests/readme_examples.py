@@ -58,10 +58,12 @@ def _close(shown: str, printed: str) -> bool:
     return math.isclose(float(shown), float(printed), rel_tol=RELATIVE, abs_tol=ABSOLUTE)
 
 
-def run(example: Example, python: str, cwd: pathlib.Path) -> subprocess.CompletedProcess:
-    """Runs an example in a fresh ``python -c`` in ``cwd``, in a newcomer's environment."""
+def run(example: Example, python: str, cwd: pathlib.Path,
+        env: dict | None = None) -> subprocess.CompletedProcess:
+    """Runs an example in a fresh ``python -c`` in ``cwd``, in a newcomer's environment
+    (with ``env``'s variables set too)."""
     return subprocess.run([python, "-c", example.code], capture_output=True, text=True,
-                          timeout=300, cwd=cwd, env=newcomer_env())
+                          timeout=300, cwd=cwd, env={**newcomer_env(), **(env or {})})
 
 
 def check(example: Example, result: subprocess.CompletedProcess):
