@@ -508,13 +508,14 @@ class Accumulator(tf.Module):
                 raise self._refusal(code, windows=1, compiled=False)
             return tf.constant(code == _APPLIED)
         self._graph_traced = True
-        for code in _REFUSALS:
-            check = tf.raw_ops.Assert(condition=tf.not_equal(verdict, code),
-                                      data=[str(self._refusal(code, windows=1, compiled=False))])
-            with tf.control_dependencies([check]):
-                refused = tf.one_hot(code - 1, len(_REFUSALS), dtype=tf.int64)
-                self.unreported_refusals.assign_add(
-                    refused * tf.cast(tf.equal(verdict, code), tf.int64))
+        checks = [tf.raw_ops.Assert(condition=tf.not_equal(verdict, code),
+                                    data=[str(self._refusal(code, windows=1, compiled=False))])
+                  for code in _REFUSALS]
+        with tf.control_dependencies(checks):
+            # Runs only where no assertion stopped the call: under XLA. The
+            # verdicts that are not refusals index nothing (a row of zeros).
+            self.unreported_refusals.assign_add(
+                tf.one_hot(verdict - 1, len(_REFUSALS), dtype=tf.int64))
         return tf.equal(verdict, _APPLIED)
 
     def _raise_unreported(self):
