@@ -3,6 +3,7 @@ devices before TensorFlow starts), and what it prints is what the ```text block 
 after it shows, compared as the README's examples are (tests/readme_examples.py). A
 block with no ```text block after it must print nothing."""
 
+import importlib.util
 import pathlib
 import re
 import sys
@@ -12,8 +13,10 @@ import readme_examples
 from readme_examples import Example
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-#: The guide pages whose every Python block is run.
-PAGES = ["docs/guide/own_loop.md"]
+#: The guide pages whose every Python block is run (KerasHub's where it is installed:
+#: the `hub` extra, which make test installs next to the `tensorflow` distribution).
+PAGES = ["docs/guide/own_loop.md"] + (
+    ["docs/guide/keras_hub.md"] if importlib.util.find_spec("keras_hub") else [])
 BLOCK = re.compile(r"```python\n(.*?)```(?:\s*```text\n(.*?)```)?", re.S)
 #: What TensorFlow's native log writes to stderr (gaviz.quiet keeps warnings and errors).
 NATIVE_LOG = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\] (.*)$")
