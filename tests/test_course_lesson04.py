@@ -33,6 +33,22 @@ def test_a_reset_that_replaces_the_entries_is_a_fault():
     assert outcome.status == "fail" and "in place" in outcome.message
 
 
+def test_rebinding_instead_of_assigning_is_a_fault_not_a_stub():
+    """Issue #41: code that rebinds a name was reported as "not attempted"."""
+    def reset(accumulators):
+        accumulators = [tf.zeros_like(a) for a in accumulators]  # noqa: F841 - the fault
+
+    def reset_each(accumulators):
+        for accumulator in accumulators:
+            accumulator = tf.zeros_like(accumulator)  # noqa: F841 - the fault
+
+    for wrong in (reset, reset_each):
+        outcome = lesson04.reset.evaluate(wrong)
+        assert outcome.status == "fail", outcome
+        assert "your reset ran, but every accumulator still holds" in outcome.message
+        assert "in place" in outcome.message
+
+
 def test_a_reset_of_the_first_accumulator_only_is_a_fault():
     def reset(accumulators):
         accumulators[0].assign(tf.zeros_like(accumulators[0]))

@@ -31,11 +31,38 @@ def test_the_stubs_are_not_attempted():
 def test_the_mean_counted_once_is_the_mean_of_means():
     outcome = lesson05.micro_loss.evaluate(lambda loss, y, y_pred: (loss(y, y_pred), 1.0))
     assert outcome.status == "fail" and "mean_of_means" in outcome.message
+    assert "counted as one sample" in outcome.message
 
 
-def test_the_sum_counted_once_is_never_normalized():
+def test_the_mean_with_its_rows_is_named_not_dumped():
+    """Issue #41: this printed diagnose's "3 defects", two of them "unexplained"."""
+    def micro_loss(loss, y, y_pred):
+        return loss(y, y_pred), float(tf.shape(y)[0])
+
+    outcome = lesson05.micro_loss.evaluate(micro_loss)
+    assert outcome.status == "fail", outcome
+    assert "returns their mean, 7.5, and count 4" in outcome.message
+    assert "Return the *sum*" in outcome.message and "unexplained" not in outcome.message
+
+
+def test_the_sum_counted_once_names_the_count():
     def micro_loss(loss, y, y_pred):
         return tf.reduce_sum(loss.call(y, y_pred)), 1.0
+
+    outcome = lesson05.micro_loss.evaluate(micro_loss)
+    assert outcome.status == "fail" and "but count 1" in outcome.message
+
+
+def test_a_count_as_an_integer_tensor_passes():
+    def micro_loss(loss, y, y_pred):
+        return tf.reduce_sum(loss.call(y, y_pred)), tf.shape(y)[0]
+
+    assert lesson05.micro_loss.evaluate(micro_loss).status == "pass"
+
+
+def test_another_wrong_piece_is_named_by_diagnose():
+    def micro_loss(loss, y, y_pred):
+        return tf.reduce_sum(loss.call(y, y_pred)) / 2, float(tf.shape(y)[0])
 
     outcome = lesson05.micro_loss.evaluate(micro_loss)
     assert outcome.status == "fail" and "gaviz.diagnose finds" in outcome.message
@@ -63,4 +90,4 @@ def test_a_piece_that_breaks_the_gradient_names_its_error():
         return np.sum(loss.call(y, y_pred)), float(len(y))  # NumPy: no gradient
 
     outcome = lesson05.micro_loss.evaluate(micro_loss)
-    assert outcome.status == "fail" and outcome.message.startswith("your loop raised")
+    assert outcome.status == "fail" and outcome.message.startswith("lesson 03's loop with your piece raised")

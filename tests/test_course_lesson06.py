@@ -53,3 +53,16 @@ def test_carry_without_joining_epochs_is_a_fault():
     outcome = lesson06.window_sizes.evaluate(window_sizes)
     assert outcome.status == "fail"
     assert "(900, 32, 8, 'carry', 2) should be [256, 256, 256, 228, 256, 256, 256]" in outcome.message
+
+
+def test_counting_samples_instead_of_micro_batches_says_why():
+    """Issue #41: "should be [256, 256, 256, 232], got [256, 256, 256]" said no reason."""
+    def window_sizes(num_samples, micro_batch_size, accumulation_steps, tail, epochs=1):
+        window = micro_batch_size * accumulation_steps  # PITFALL: windows of samples
+        full, rest = divmod(num_samples * epochs, window)
+        return [window] * full + ([rest] if rest and tail == "flush" else [])
+
+    outcome = lesson06.window_sizes.evaluate(window_sizes)
+    assert outcome.status == "fail", outcome
+    assert "should be [256, 256, 256, 232], got [256, 256, 256]" in outcome.message
+    assert "1000 samples make 32 micro-batches" in outcome.message

@@ -3,11 +3,13 @@
 import numpy as np
 import tensorflow as tf
 
-from gaviz.course.exercise import Exercise, Incorrect, NotAttempted, attempted
-from gaviz.course.repairs import exact_with
+from gaviz.course.exercise import Exercise, Incorrect, attempted
+from gaviz.course.repairs import exact_with, require_attempted
 
 
 def _check_reset(reset) -> str:
+    require_attempted(reset, "reset does nothing yet: every accumulator still holds the "
+                      "window's sum")
     rng = np.random.default_rng(0)
     shapes = [((), "float32"), ((3,), "float32"), ((2, 4), "float64")]
     accumulators = [tf.Variable(rng.normal(size=s).astype(d)) for s, d in shapes]
@@ -15,7 +17,11 @@ def _check_reset(reset) -> str:
     reset(accumulators)
     still = [np.any(a.numpy()) for a in accumulators]
     if all(still) and accumulators == originals:
-        raise NotAttempted("every accumulator still holds the window's sum")
+        raise Incorrect("your reset ran, but every accumulator still holds the window's sum: "
+                        "`accumulators = [...]` or `accumulator = tf.zeros_like(accumulator)` "
+                        "gives a name inside reset a new value and leaves the variables the loop "
+                        "adds into as they were. Change each one in place: "
+                        "`accumulator.assign(...)`")
     if any(a is not o for a, o in zip(accumulators, originals)) or len(accumulators) != 3:
         raise Incorrect("reset should change the accumulators in place (`assign`), not replace "
                         "the list's entries: the loop keeps its own references to them")
@@ -25,7 +31,8 @@ def _check_reset(reset) -> str:
         if tuple(accumulator.shape) != shape or accumulator.dtype != tf.as_dtype(dtype):
             raise Incorrect("reset should keep each accumulator's shape and dtype")
     exact_with(reset=reset)
-    return "the accumulators are zeroed in place, and your loop is exact by gaviz.diagnose"
+    return ("the accumulators are zeroed in place, and lesson 03's loop with your reset is exact "
+            "by gaviz.diagnose")
 
 
 def _check_update_norms_grow(update_norms_grow) -> str:

@@ -25,25 +25,38 @@ def _check_end_of_epoch(end_of_epoch) -> str:
         raise Incorrect("with an empty window (micro_steps 0) nothing should be applied: its "
                         "sample count is 0, and 0 / 0 is NaN")
     exact_with(end_of_epoch=end_of_epoch)
-    return "the partial window is applied, an empty one is not, and diagnose finds your loop exact"
+    return ("the partial window is applied, an empty one is not, and diagnose finds lesson 03's "
+            "loop with your end_of_epoch exact")
 
 
-#: (arguments, expected): hand-worked cases, one per policy and edge.
+#: (arguments, expected, why): hand-worked cases, one per policy and edge. Windows count
+#: micro-batches, not samples: a micro-batch shorter than the others is still one of k.
 _WINDOW_CASES = [
-    ((100, 10, 3, "flush"), [30, 30, 30, 10]),
-    ((100, 10, 3, "drop"), [30, 30, 30]),
-    ((100, 10, 3, "carry", 2), [30] * 6),  # 2 micro-batches left pending at the end
-    ((1000, 32, 8, "drop"), [256, 256, 256, 232]),  # 32 micro-batches: no partial window
-    ((900, 32, 8, "carry", 2), [256, 256, 256, 228, 256, 256, 256]),
+    ((100, 10, 3, "flush"), [30, 30, 30, 10],
+     "100 samples make 10 micro-batches of 10: three full windows of 3, then a partial window "
+     "of 1 micro-batch, applied"),
+    ((100, 10, 3, "drop"), [30, 30, 30],
+     "100 samples make 10 micro-batches of 10: three full windows of 3; the partial window of "
+     "1 micro-batch is dropped"),
+    ((100, 10, 3, "carry", 2), [30] * 6,
+     "2 epochs of 10 micro-batches make 20, carried across the epoch's end: six full windows "
+     "of 3; the last 2 micro-batches are still waiting when training stops, never applied"),
+    ((1000, 32, 8, "drop"), [256, 256, 256, 232],
+     "1000 samples make 32 micro-batches (31 of 32 samples, then one of 8): four full windows "
+     "of 8 micro-batches, so nothing is dropped, and the fourth holds 7 x 32 + 8 = 232 samples"),
+    ((900, 32, 8, "carry", 2), [256, 256, 256, 228, 256, 256, 256],
+     "900 samples make 29 micro-batches (28 of 32, one of 4); carried, the fourth window takes "
+     "epoch 1's last 5 (4 x 32 + 4) and epoch 2's first 3 (3 x 32): 228 samples; then three "
+     "full windows, and 2 micro-batches still waiting at the end"),
 ]
 
 
 def _check_window_sizes(window_sizes) -> str:
     attempted(window_sizes(100, 10, 3, "flush"))
-    for arguments, expected in _WINDOW_CASES:
+    for arguments, expected, why in _WINDOW_CASES:
         got = window_sizes(*arguments)
         if list(got) != expected:
-            raise Incorrect(f"window_sizes{arguments} should be {expected}, got {got}")
+            raise Incorrect(f"window_sizes{arguments} should be {expected}, got {got}: {why}")
     x, y = gaviz.demo.make_data(900, seed=0)
     for tail in ("flush", "drop", "carry"):
         trainer = gaviz.AccumulationTrainer(gaviz.demo.make_model(seed=0),

@@ -121,7 +121,7 @@ def accumulation_epoch(model, optimizer, loss, micro_batches, accumulation_steps
             objective, count = micro_loss(loss, y, model(x, training=True), *sample_weight)
         for accumulator, gradient in zip(window.accumulators, tape.gradient(objective, variables)):
             accumulator.assign_add(gradient)
-        window.sample_count += count
+        window.sample_count += float(count)  # a Python number, a NumPy one or a tensor
         window.micro_steps += 1
         if window.micro_steps == accumulation_steps:
             update()

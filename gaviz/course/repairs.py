@@ -22,13 +22,14 @@ def require_attempted(function, what: str) -> None:
 
 def exact_with(**pieces) -> None:
     """Raises :class:`Incorrect` unless lesson 03's loop with ``pieces`` is exact by diagnose."""
-    def your_loop(*arguments):  # lesson 03's loop with your piece in it
+    def with_your_piece(*arguments):  # lesson 03's loop with your piece in it
         return accumulation_epoch(*arguments, **pieces)
 
     try:
-        diagnosis = gaviz.diagnose(your_loop)
+        diagnosis = gaviz.diagnose(with_your_piece)
     except gaviz.SubjectError as error:
         cause = error.__cause__ or error
-        raise Incorrect(f"your loop raised {type(cause).__name__}: {cause}") from error
+        raise Incorrect(f"lesson 03's loop with your piece raised {type(cause).__name__}: "
+                        f"{cause}") from error
     if not diagnosis.exact:
         raise Incorrect("gaviz.diagnose finds: " + diagnosis.summary())
