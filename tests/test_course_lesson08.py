@@ -9,10 +9,12 @@ import sys
 
 import tensorflow as tf
 
+import gaviz
 from gaviz.course import lesson08, make_accumulators
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
 solution = importlib.import_module("solutions.08_graph_trainer")
+accumulator_solution = importlib.import_module("solutions.08_accumulator_epoch")
 
 EXERCISE = lesson08.window
 
@@ -198,3 +200,72 @@ def test_the_accumulator_gives_the_graph_loops_weights_on_the_lessons_micro_batc
     assert run_windows(window, micro_batches, 4) == 9 and int(window_optimizer.iterations) == 9
     assert max_difference(model, window_model) < 1e-5
     assert max_difference(model, gaviz.demo.make_model(seed=0)) > 1e-2  # it trained
+
+
+# ------------------------------------------------------------- the loop on gaviz.Accumulator
+
+
+def accumulator_loop(count="rows", summed=False, flush=True, apply_each=False):
+    """accumulator_epoch as a learner might write it: the solution, or it with one change."""
+
+    def accumulator_epoch(model, optimizer, loss, micro_batches, accumulation_steps):
+        accumulator = gaviz.Accumulator(optimizer, model.trainable_variables, accumulation_steps)
+
+        @tf.function
+        def micro_step(x, y):
+            with tf.GradientTape() as tape:
+                y_pred = model(x, training=True)
+                value = tf.reduce_sum(loss.call(y, y_pred)) if summed else loss(y, y_pred)
+            gradients = tape.gradient(value, model.trainable_variables)
+            if apply_each:
+                optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+            else:
+                accumulator.step(gradients, count={"rows": tf.shape(x)[0], "one": 1.0}[count])
+
+        for x, y in micro_batches:
+            micro_step(x, y)
+        if flush:
+            accumulator.flush()
+
+    return accumulator_epoch
+
+
+def test_the_accumulator_solution_passes():
+    outcome = lesson08.accumulator.evaluate(accumulator_solution.accumulator_epoch)
+    assert outcome.status == "pass", outcome.message
+    assert "3 updates for 10 micro-batches" in outcome.message
+    assert "ignores model.losses" not in outcome.message
+
+
+def test_the_accumulator_stub_is_not_attempted():
+    def accumulator_epoch(model, optimizer, loss, micro_batches, accumulation_steps):
+        ...  # your code here
+
+    assert lesson08.accumulator.evaluate(accumulator_epoch).status == "not attempted"
+
+
+def test_a_loop_without_the_penalty_passes_with_a_note():
+    outcome = lesson08.accumulator.evaluate(accumulator_loop())
+    assert outcome.status == "pass" and "ignores model.losses" in outcome.message
+
+
+def test_a_count_of_one_is_the_mean_of_means():
+    outcome = lesson08.accumulator.evaluate(accumulator_loop(count="one"))
+    assert outcome.status == "fail" and "mean_of_means" in outcome.message
+    assert "count=tf.shape(x)[0]" in outcome.message
+
+
+def test_the_summed_loss_is_counted_twice():
+    outcome = lesson08.accumulator.evaluate(accumulator_loop(summed=True))
+    assert outcome.status == "fail" and "8.00x the exact one" in outcome.message
+    assert "*mean* loss" in outcome.message
+
+
+def test_no_flush_drops_the_partial_window():
+    outcome = lesson08.accumulator.evaluate(accumulator_loop(flush=False))
+    assert outcome.status == "fail" and "Call accumulator.flush()" in outcome.message
+
+
+def test_applying_every_micro_batch_is_named():
+    outcome = lesson08.accumulator.evaluate(accumulator_loop(apply_each=True))
+    assert outcome.status == "fail" and "10 updates, one per micro-batch" in outcome.message

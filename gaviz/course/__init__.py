@@ -12,6 +12,7 @@
   window, and a fair clock; :mod:`gaviz.course.gpu`: lesson 10's device sizing.
 - :mod:`gaviz.course.corpus`: the capstone's text, the standard library's own source lines as
   tokens; :mod:`gaviz.course.language_model`: its model, big-batch reference and sampling.
+- :mod:`gaviz.course.memory`: lesson 01's freed memory handed back at once, for measuring.
 - :mod:`gaviz.course.text`: reports printed wrapped between words (``print_wrapped``);
   :mod:`gaviz.course.figures`: log axes labelled in plain numbers (``readable_log_axis``).
 - ``gaviz.course.lessonNN``: each lesson's exercises, e.g.

@@ -1,25 +1,33 @@
-"""Lesson 08's exercise: one graph call per window.
+"""Lesson 08's exercises: one graph call per window, and a loop on ``gaviz.Accumulator``.
 
 ::
 
     from gaviz.course import lesson08
     lesson08.window.check(make_window)
+    lesson08.accumulator.check(accumulator_epoch)
 
 The learner's ``make_window(model, optimizer, loss, element_spec)`` returns a
 ``tf.function`` ``window(iterator, accumulation_steps)`` that reads up to k
 micro-batches from the iterator inside the graph, applies one update if it
 read any, and returns how many it read (see :mod:`gaviz.course.graph`).
+
+The learner's ``accumulator_epoch(model, optimizer, loss, micro_batches,
+accumulation_steps)`` trains one epoch on a ``gaviz.Accumulator``: each
+micro-batch's mean loss, its gradient stepped with the micro-batch's rows as
+``count``, and the partial window flushed at the end.
 """
 
 from __future__ import annotations
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from gaviz import demo
 from gaviz.course.exercise import Exercise, Incorrect, attempted
 from gaviz.course.graph import expected_retracing, windowed_epoch
-from gaviz.course.loop import accumulation_epoch, max_difference
+from gaviz.course.loop import accumulation_epoch, flat_weights, max_difference
+from gaviz.course.repairs import require_attempted
 from gaviz.gallery.diagnosis import FIXES, diagnose
 
 K = 4
@@ -116,18 +124,103 @@ window = Exercise(
     "08 one graph call per window",
     _check_window,
     hints=[
-        "Build the state once, in make_window, outside the tf.function: the accumulators and "
-        "the sample count as tf.Variables. make_graph_steps from above does exactly that: "
-        "reuse its micro_step and update.",
-        "Inside the tf.function, loop with `for _ in tf.range(accumulation_steps):` and read "
-        "each micro-batch with `batch = iterator.get_next_as_optional()`: at the end of the "
-        "data it comes back empty instead of raising.",
-        "The graph must decide on every call, so decide with tf.cond on a tensor, not a Python "
-        "if: `tf.cond(batch.has_value(), lambda: <add it>, lambda: None)`, and after the loop "
-        "once more, to apply the update only if the window read anything.",
-        "Count what you read, `consumed += tf.cast(batch.has_value(), tf.int32)` from "
-        "`consumed = tf.constant(0)`, and return it: run_windows stops when a window comes "
-        "back short.",
+        "Start from count_window (step 4): keep its tf.range loop, its "
+        "iterator.get_next_as_optional() and its count of what it read; drop the rows.",
+        "Where count_window adds rows, add the micro-batch, decided in the graph: "
+        "`tf.cond(batch.has_value(), lambda: steps.micro_step(*batch.get_value()), "
+        "lambda: None)`.",
+        "After the loop, update once if the window read anything: `tf.cond(read > 0, "
+        "steps.update, lambda: None)`, then return read (run_windows stops when a window comes "
+        "back short).",
+        "The state (accumulators, sample count) lives in tf.Variables made once, outside the "
+        "tf.function: make_graph_steps does that; call it in make_window, not in window.",
     ],
     solution_file="08_graph_trainer.py",
+)
+
+
+# ------------------------------------------------------------- a loop on gaviz.Accumulator
+
+_COUNT = ("`count` is what the micro-batch's mean loss divided by: its rows, "
+          "`count=tf.shape(x)[0]`")
+
+
+def _run(accumulator_epoch, micro_batches, loss):
+    """A fresh model trained one epoch by ``accumulator_epoch``; (model, updates)."""
+    model, optimizer = _fresh()
+    with expected_retracing():  # a learner's tf.function made per epoch traces per call
+        accumulator_epoch(model, optimizer, loss, micro_batches, K)
+    return model, int(optimizer.iterations)
+
+
+def _check_updates(updates) -> None:
+    """Incorrect unless one epoch of the 10 micro-batches made 3 updates (4 + 4 + 2)."""
+    if updates == 0:
+        raise Incorrect("no update was applied: make a gaviz.Accumulator(optimizer, "
+                        "model.trainable_variables, accumulation_steps) before the loop and call "
+                        "its step(gradients, count) for every micro-batch")
+    if updates == 2:
+        raise Incorrect("2 updates for 10 micro-batches with accumulation_steps=4: the partial "
+                        "window (the last 2 micro-batches) was never applied. Call "
+                        "accumulator.flush() after the loop")
+    if updates == 10:
+        raise Incorrect("10 updates, one per micro-batch: give the gradients to the "
+                        "Accumulator's step (not to optimizer.apply_gradients), made with "
+                        "accumulation_steps; it applies once the window holds that many")
+    if updates != 3:
+        raise Incorrect(f"{updates} updates for 10 micro-batches with accumulation_steps=4: "
+                        "expected 3, two full windows and the partial one")
+
+
+def _first_update_ratio(accumulator_epoch, micro_batches, loss) -> float:
+    """The learner's first update (a full window of equal micro-batches) over the exact one's."""
+    window = micro_batches.take(K)
+    before = flat_weights(_fresh()[0])
+    yours = flat_weights(_run(accumulator_epoch, window, loss)[0]) - before
+    exact, optimizer = _fresh()
+    accumulation_epoch(exact, optimizer, loss, window, K)
+    return float(np.linalg.norm(yours) / np.linalg.norm(flat_weights(exact) - before))
+
+
+def _check_accumulator(accumulator_epoch) -> str:
+    require_attempted(accumulator_epoch, "accumulator_epoch does nothing yet")
+    micro_batches, loss = _problem()
+    model, updates = _run(accumulator_epoch, micro_batches, loss)
+    _check_updates(updates)
+    ratio = _first_update_ratio(accumulator_epoch, micro_batches, loss)
+    if abs(ratio - MICRO_BATCH_SIZE) < 0.1:
+        raise Incorrect(f"the first update is {ratio:.2f}x the exact one: as many times as a "
+                        "micro-batch has rows. step takes the gradient of the micro-batch's "
+                        "*mean* loss and weighs it by count itself; differentiate the mean "
+                        "(what `loss(y, y_pred)` returns), not the sum")
+    reference, optimizer = _fresh()
+    accumulation_epoch(reference, optimizer, loss, micro_batches, K)
+    difference = max_difference(model, reference)
+    with expected_retracing():
+        diagnosis = diagnose(accumulator_epoch, accumulation_steps=K)
+    if "mean_of_means" in diagnosis.findings:
+        raise Incorrect("micro-batches of different sizes weigh the same in the update, the mean "
+                        f"of means of lesson 05 (diagnose: mean_of_means). {_COUNT}, not 1 or k")
+    if difference > 1e-5 or not diagnosis.exact:
+        raise Incorrect(f"after one epoch the weights differ from lesson 03's exact loop's by "
+                        f"{difference:.1e}. gaviz.diagnose finds: {diagnosis.summary()}")
+    ignored = ("; it ignores model.losses, which a model with a weight penalty needs in its "
+               "loss (+ tf.add_n(model.losses))" if diagnosis.unused else "")
+    return (f"3 updates for 10 micro-batches (the partial window flushed), the weights of lesson "
+            f"03's exact loop (to {difference:.0e}), exact on all of diagnose's probes{ignored}")
+
+
+accumulator = Exercise(
+    "08 a loop on gaviz.Accumulator",
+    _check_accumulator,
+    hints=[
+        "Before the loop: `accumulator = gaviz.Accumulator(optimizer, "
+        "model.trainable_variables, accumulation_steps)`. After it: `accumulator.flush()`.",
+        "For each micro-batch, under a tf.GradientTape: `mean_loss = loss(y, model(x, "
+        "training=True))`, then `accumulator.step(tape.gradient(mean_loss, "
+        "model.trainable_variables), count=tf.shape(x)[0])`.",
+        "Wrap the micro-step in @tf.function for one graph call per micro-step: step decides "
+        "in the graph when to apply, so nothing retraces per window.",
+    ],
+    solution_file="08_accumulator_epoch.py",
 )
