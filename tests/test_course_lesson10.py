@@ -4,32 +4,121 @@ import importlib
 import pathlib
 import sys
 
+import keras
+import pytest
+import tensorflow as tf
+
 from gaviz.course import lesson10
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
-solution = importlib.import_module("solutions.10_replicas")
+solution = importlib.import_module("solutions.10_replica_step")
+MSE = keras.losses.MeanSquaredError(reduction="none")
 
 
-def test_the_solution_passes():
-    outcome = lesson10.batch_sizes.evaluate(solution.global_batch_size,
-                                            solution.effective_batch_size)
+def replica_step_maker(count="rows", loss="average"):
+    """make_replica_step as a learner might write it: the solution, or it with one change."""
+
+    def make_replica_step(model, accumulator):
+        def replica_step(x, y):
+            with tf.GradientTape() as tape:
+                per_sample = MSE(y, model(x, training=True))
+                value = (tf.reduce_sum(per_sample) if loss == "sum" else
+                         tf.nn.compute_average_loss(per_sample))
+            gradients = tape.gradient(value, model.trainable_variables)
+            accumulator.step(gradients, count={"rows": tf.shape(x)[0], "one": 1.0}[count])
+
+        return replica_step
+
+    return make_replica_step
+
+
+def test_the_solution_passes_on_one_replica():
+    outcome = lesson10.replica_step.evaluate(solution.make_replica_step)
     assert outcome.status == "pass", outcome.message
+    assert "1 replica, 3 updates" in outcome.message and "lesson's two replicas" in outcome.message
 
 
-def test_the_stubs_are_not_attempted():
-    outcome = lesson10.batch_sizes.evaluate(lambda m, r: None, lambda m, k, r: None)
-    assert outcome.status == "not attempted"
+def test_the_stub_is_not_attempted():
+    def make_replica_step(model, accumulator):
+        ...  # your code here
+
+    assert lesson10.replica_step.evaluate(make_replica_step).status == "not attempted"
 
 
-def test_replicas_forgotten_in_the_effective_batch_is_a_fault():
-    outcome = lesson10.batch_sizes.evaluate(solution.global_batch_size, lambda m, k, r: m * k)
-    assert outcome.status == "fail" and "micro-batch x accumulation steps x replicas" in \
-        outcome.message
+def test_a_count_of_one_is_the_mean_of_means_in_the_ragged_window():
+    outcome = lesson10.replica_step.evaluate(replica_step_maker(count="one"))
+    assert outcome.status == "fail", outcome
+    assert "micro-batches of 8 and 3 rows, is off" in outcome.message
+    assert "this replica's rows, `tf.shape(x)[0]`" in outcome.message
 
 
-def test_bad_input_accepted_is_a_fault():
-    outcome = lesson10.batch_sizes.evaluate(lambda m, r: m * r, solution.effective_batch_size)
-    assert outcome.status == "fail" and "should raise ValueError" in outcome.message
+def test_a_summed_loss_is_named():
+    outcome = lesson10.replica_step.evaluate(replica_step_maker(loss="sum"))
+    assert outcome.status == "fail" and "8.00x the big batch's" in outcome.message
+
+
+TWO_REPLICAS = """
+import json, os, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import gaviz.quiet, keras
+sys.path.insert(0, sys.argv[1])
+from gaviz.course import lesson10
+import importlib
+solution = importlib.import_module("solutions.10_replica_step")
+mse = keras.losses.MeanSquaredError(reduction="none")
+
+def make_undivided(model, accumulator):  # a mean over this replica's rows, not the replicas'
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(mse(y, model(x, training=True)))
+        accumulator.step(tape.gradient(loss, model.trainable_variables), count=tf.shape(x)[0])
+    return replica_step
+
+def make_count_one(model, accumulator):
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.nn.compute_average_loss(mse(y, model(x, training=True)))
+        accumulator.step(tape.gradient(loss, model.trainable_variables), count=1.0)
+    return replica_step
+
+outcomes = {name: lesson10.replica_step.evaluate(maker) for name, maker in
+            [("solution", solution.make_replica_step), ("undivided", make_undivided),
+             ("one", make_count_one)]}
+print("RESULT " + json.dumps({name: [o.status, o.message] for name, o in outcomes.items()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def on_two_replicas():
+    """The check's outcomes in a process with two logical CPUs, as the lesson's kernel has."""
+    import json
+    import os
+    import subprocess
+
+    lessons = str(pathlib.Path(__file__).resolve().parents[1] / "lessons")
+    done = subprocess.run([sys.executable, "-c", TWO_REPLICAS, lessons], capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(text for text in done.stdout.splitlines() if text.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def test_on_two_replicas_the_solution_passes(on_two_replicas):
+    status, message = on_two_replicas["solution"]
+    assert status == "pass" and message.startswith("2 replicas, 3 updates"), message
+
+
+def test_on_two_replicas_a_loss_not_divided_by_the_replicas_is_named(on_two_replicas):
+    status, message = on_two_replicas["undivided"]
+    assert status == "fail" and "2.00x the big batch's" in message, message
+    assert "compute_average_loss" in message
+
+
+def test_on_two_replicas_a_count_of_one_names_the_uneven_split(on_two_replicas):
+    status, message = on_two_replicas["one"]
+    assert status == "fail" and "the 3 split 2 and 1 over the replicas" in message, message
 
 
 def test_a_plan_prints_for_people():

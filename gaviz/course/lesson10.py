@@ -1,41 +1,148 @@
-"""Lesson 10's exercise: batch sizes with replicas."""
+"""Lesson 10's exercise: the replica step of a distributed loop, on ``gaviz.Accumulator``.
+
+::
+
+    from gaviz.course import lesson10
+    lesson10.replica_step.check(make_replica_step)
+
+The learner's ``make_replica_step(model, accumulator)`` returns
+``replica_step(x, y)``, which ``strategy.run`` calls on every replica with its
+share of a global micro-batch: the loss divided as the one a replica hands
+``apply_gradients`` (``tf.nn.compute_average_loss``), its gradient, and
+``accumulator.step(gradients, count=<this replica's rows>)``. The check runs it
+under ``MirroredStrategy`` over the kernel's devices (the lesson makes two
+logical CPUs) on data whose last window holds a ragged micro-batch split
+unevenly across replicas, and compares with one device's big batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
 
 import keras
+import numpy as np
+import tensorflow as tf
 
-import gaviz
-from gaviz.course.exercise import Exercise, Incorrect, NotAttempted
+from gaviz import demo
+from gaviz.course.exercise import Exercise, Incorrect, attempted
+from gaviz.course.loop import flat_weights
+from gaviz.training import Accumulator
 
-#: (per-replica micro-batch, accumulation steps, replicas) -> (global batch, effective batch)
-_CASES = [((16, 4, 2), (32, 128)), ((4, 16, 8), (32, 512)), ((32, 1, 1), (32, 32)),
-          ((3, 5, 7), (21, 105))]
-_BAD = [(0, 2), (16, -1), (16.0, 2), (True, 2)]
-
-
-def _check_batch_sizes(global_batch_size, effective_batch_size) -> str:
-    if global_batch_size(16, 2) is None or effective_batch_size(16, 4, 2) is None:
-        raise NotAttempted("global_batch_size or effective_batch_size still returns None")
-    for (micro, steps, replicas), (global_batch, effective) in _CASES:
-        if global_batch_size(micro, replicas) != global_batch:
-            raise Incorrect(f"global_batch_size({micro}, {replicas}) should be {global_batch}: "
-                            "the strategy splits each batch across the replicas")
-        if effective_batch_size(micro, steps, replicas) != effective:
-            raise Incorrect(f"effective_batch_size({micro}, {steps}, {replicas}) should be "
-                            f"{effective}: micro-batch x accumulation steps x replicas")
-    trainer = gaviz.AccumulationTrainer(gaviz.demo.make_model(seed=0), keras.optimizers.SGD(0.1),
-                                        "mse", accumulation_steps=6)
-    if effective_batch_size(24, 6, 1) != trainer.effective_batch_size(24):
-        raise Incorrect("effective_batch_size(24, 6, 1) disagrees with gaviz's trainer")
-    for bad in _BAD:
-        try:
-            global_batch_size(*bad)
-        except ValueError:
-            continue
-        raise Incorrect(f"global_batch_size{bad} should raise ValueError: integers >= 1 only")
-    return "hand-worked cases, gaviz's trainer, and bad input refused"
+K = 3
+GLOBAL_MICRO_BATCH = 8
+#: 7 global micro-batches of 8 and one of 3: windows of 3, 3 and a partial one of 2 (8 + 3 rows;
+#: the 3 rows split 2 and 1 over two replicas).
+SAMPLES = 7 * GLOBAL_MICRO_BATCH + 3
+UPDATES = 3
+LEARNING_RATE = 0.1
+TOLERANCE = 1e-5
 
 
-batch_sizes = Exercise(
-    "10 batch sizes", _check_batch_sizes,
-    hints=["Each replica takes its own micro-batch from every global batch the strategy splits.",
-           "Refuse anything that is not an int >= 1; note that `True` is an int in Python."],
-    solution_file="10_replicas.py")
+@contextlib.contextmanager
+def _quiet_strategy():
+    """Keeps tf.distribute's INFO lines (devices, each step it plans) off the screen."""
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _data():
+    x, y = demo.make_data(SAMPLES, seed=2)
+    return x, y, tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_MICRO_BATCH)
+
+
+def _distributed_run(make_replica_step, strategy, micro_batches):
+    """One epoch of the lesson's loop with the learner's replica step: (model, updates, the
+    weights after the first update or None)."""
+    with strategy.scope():
+        model = demo.make_model(seed=2, hidden=8)
+        accumulator = Accumulator(keras.optimizers.SGD(LEARNING_RATE),
+                                  model.trainable_variables, accumulation_steps=K)
+    replica_step = make_replica_step(model, accumulator)
+    attempted(replica_step)
+
+    @tf.function
+    def micro_step(x, y):
+        strategy.run(replica_step, args=(x, y))
+
+    optimizer, first = accumulator.optimizer, None
+    for x, y in strategy.experimental_distribute_dataset(micro_batches):
+        micro_step(x, y)
+        if first is None and int(optimizer.iterations.numpy()) == 1:
+            first = flat_weights(model)
+    accumulator.flush()
+    return model, int(optimizer.iterations.numpy()), first
+
+
+@functools.lru_cache(maxsize=2)
+def _big_batch(samples):
+    """One device, Model.fit on batches of k global micro-batches (the first ``samples``)."""
+    x, y, _ = _data()
+    model = demo.make_model(seed=2, hidden=8)
+    model.compile(keras.optimizers.SGD(LEARNING_RATE), "mse")
+    model.fit(x[:samples], y[:samples], batch_size=K * GLOBAL_MICRO_BATCH, shuffle=False,
+              verbose=0)
+    return flat_weights(model)
+
+
+def _check_replica_step(make_replica_step) -> str:
+    with _quiet_strategy():
+        strategy = tf.distribute.MirroredStrategy()
+        replicas = strategy.num_replicas_in_sync
+        model, updates, first = _distributed_run(make_replica_step, strategy, _data()[2])
+    if updates != UPDATES:
+        raise Incorrect(
+            f"{updates} updates for 8 global micro-batches with accumulation_steps={K}: "
+            f"expected {UPDATES}. Call accumulator.step(gradients, count) in replica_step (not "
+            "optimizer.apply_gradients): it applies once the window holds k")
+    difference = float(np.max(np.abs(flat_weights(model) - _big_batch(SAMPLES))))
+    if difference <= TOLERANCE:
+        one = ("; with one replica here no share can be uneven: the lesson's two replicas test "
+               "that" if replicas == 1 else "")
+        return (f"{replicas} replica{'s' * (replicas > 1)}, {updates} updates (the last window's "
+                f"micro-batches of 8 and 3 rows included): the weights of one device's big "
+                f"batch, to {difference:.0e}{one}")
+    before = flat_weights(demo.make_model(seed=2, hidden=8))
+    ratio = float(np.linalg.norm(first - before) /
+                  np.linalg.norm(_big_batch(K * GLOBAL_MICRO_BATCH) - before))
+    if replicas > 1 and abs(ratio - replicas) < 0.05:
+        raise Incorrect(
+            f"the first update is {ratio:.2f}x the big batch's, as many times as there are "
+            "replicas: under a strategy, differentiate the loss you would hand apply_gradients, "
+            "divided by the replicas too: `tf.nn.compute_average_loss(per_sample)` (sum over "
+            "the global micro-batch's rows); step multiplies it back")
+    if abs(ratio - GLOBAL_MICRO_BATCH) < 0.2 or abs(ratio - GLOBAL_MICRO_BATCH / replicas) < 0.2:
+        raise Incorrect(
+            f"the first update is {ratio:.2f}x the big batch's: the gradient of a summed loss. "
+            "step takes the gradient of a mean and weighs it by count itself")
+    if abs(ratio - 1) < 1e-3:
+        split = " (the 3 split 2 and 1 over the replicas)" if replicas > 1 else ""
+        raise Incorrect(
+            f"the full windows are right, but the last one, micro-batches of 8 and 3 rows{split}, "
+            f"is off: the weights end {difference:.1e} "
+            "from the big batch's. `count` is what this replica's loss divided by: this "
+            "replica's rows, `tf.shape(x)[0]`; a fixed number (1, k, the global micro-batch) "
+            "weighs every share the same, the mean of means")
+    raise Incorrect(f"the weights end {difference:.1e} from one device's big batch (its first "
+                    f"update is {ratio:.2f}x the big batch's): compare with lesson 08's loop")
+
+
+replica_step = Exercise(
+    "10 the replica step on gaviz.Accumulator",
+    _check_replica_step,
+    hints=[
+        "Inside make_replica_step, define replica_step(x, y) and return it. Its body is lesson "
+        "08's micro-step: a tape, the loss, its gradient, accumulator.step(gradients, count=...).",
+        "The loss: `tf.nn.compute_average_loss(keras.losses.MeanSquaredError(reduction='none')"
+        "(y, model(x, training=True)))`, the replica's summed loss over the global rows.",
+        "`count` is this replica's share of the rows, `tf.shape(x)[0]`: x is the replica's "
+        "share, and the last global micro-batch splits unevenly.",
+    ],
+    solution_file="10_replica_step.py",
+)
