@@ -1,7 +1,8 @@
-"""What lesson 11 (caveats) says about Keras's built-in `gradient_accumulation_steps`,
-about frozen batch normalization and about an Embedding's sparse gradients, checked against
-independent computations, so that the lesson's sentences fail a test when a Keras release
-changes them. (The lesson has no exercise; diagnose's verdict on the built-in is
+"""Lesson 11's exercise checker (freeze a model's batch normalization) passes the solution and
+names the usual mistakes; and what lesson 11 and the guide's caveats page say about Keras's
+built-in `gradient_accumulation_steps`, about frozen batch normalization and about an Embedding's
+sparse gradients, checked against independent computations, so that their sentences fail a test
+when a Keras release changes them. (Diagnose's verdict on the built-in is
 tests/test_diagnose.py's.)"""
 
 import warnings
@@ -12,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import gaviz
-from gaviz.course import accumulation_epoch, flat_weights
+from gaviz.course import accumulation_epoch, flat_weights, lesson11
 
 K, B, LR = 3, 4, 0.1
 
@@ -174,3 +175,68 @@ def test_with_an_embedding_model_fit_leaves_the_dense_big_batch_with_adam_not_wi
     assert said == [gaviz.SparseGradientWarning], said
     fit_gap, gaviz_gap, moved, said = gaps["SGD"]
     assert gaviz_gap < 1e-6 and fit_gap < 1e-6 and moved > 0.1 and said == [], gaps
+
+
+# ------------------------------------------------------------- the exercise
+
+
+def _freeze_solution():
+    import importlib
+    import pathlib
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+    return importlib.import_module("solutions.11_freeze").freeze_batch_normalization
+
+
+def test_the_freeze_solution_passes():
+    outcome = lesson11.freeze.evaluate(_freeze_solution())
+    assert outcome.status == "pass", outcome.message
+    assert "all 2 BatchNormalization layers frozen" in outcome.message
+
+
+def test_the_freeze_stub_is_not_attempted():
+    def freeze_batch_normalization(model):
+        ...  # your code here
+
+    assert lesson11.freeze.evaluate(freeze_batch_normalization).status == "not attempted"
+
+
+def test_freezing_the_top_level_only_misses_the_nested_block():
+    def freeze_batch_normalization(model):
+        for layer in model.layers:
+            if isinstance(layer, keras.layers.BatchNormalization):
+                layer.trainable = False
+
+    outcome = lesson11.freeze.evaluate(freeze_batch_normalization)
+    assert outcome.status == "fail", outcome
+    assert "pretrained_block/block_normalization still trains" in outcome.message
+    assert "look inside every layer that has `.layers`" in outcome.message
+
+
+def test_freezing_the_whole_model_is_a_fault():
+    def freeze_batch_normalization(model):
+        model.trainable = False
+
+    outcome = lesson11.freeze.evaluate(freeze_batch_normalization)
+    assert outcome.status == "fail" and "the whole model is frozen" in outcome.message
+
+
+def test_freezing_a_dense_layer_too_is_named():
+    def freeze_batch_normalization(model):
+        _freeze_solution()(model)
+        model.get_layer("head_dense").trainable = False
+
+    outcome = lesson11.freeze.evaluate(freeze_batch_normalization)
+    assert outcome.status == "fail" and "fine_tuned/head_dense is frozen too" in outcome.message
+
+
+def test_a_momentum_change_is_not_a_freeze():
+    def freeze_batch_normalization(model):
+        for layer in model.layers:
+            if isinstance(layer, keras.layers.BatchNormalization):
+                layer.momentum = 0.0
+
+    outcome = lesson11.freeze.evaluate(freeze_batch_normalization)
+    assert outcome.status == "fail" and "every BatchNormalization layer still trains" in \
+        outcome.message

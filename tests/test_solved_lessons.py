@@ -22,7 +22,7 @@ from gaviz.course.exercise import Exercise
 
 STUB = "# your code here"
 CHECK = re.compile(r"\b(lesson\d\d)\.(\w+)\.check\(")
-WITH_EXERCISES = ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "12", "13"]
+WITH_EXERCISES = ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13"]
 
 
 def _code_sources(path):
