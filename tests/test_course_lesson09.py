@@ -6,10 +6,13 @@ import statistics
 import sys
 import time
 
+import keras
+
 from gaviz.course import lesson09
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
 solution = importlib.import_module("solutions.09_timing")
+your_model = importlib.import_module("solutions.09_your_model")
 
 
 def _timed(fit_once, repeats):
@@ -106,3 +109,103 @@ def test_an_accumulator_in_a_train_step_under_model_fit_equals_the_big_batch():
     assert max_difference(flushed, big) < 1e-5
     assert max_difference(unflushed, big) > 1e-3
     assert max_difference(big, make_vae()) > 1e-2  # it trained
+
+
+# ------------------------------------------------------------- your model, with gaviz's trainer
+
+
+def tiny_model():
+    """A learner's model, as small as can be: the faults below fail before it matters."""
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    return model
+
+
+def fit_with(accumulation_steps=8, batch_size=32, shuffle=False, validation=True):
+    """fit_accumulated as a learner might write it: right, or with one argument wrong."""
+    import gaviz
+
+    def fit_accumulated(model, x, y, validation_data):
+        return gaviz.AccumulationTrainer(model, accumulation_steps=accumulation_steps).fit(
+            x, y, batch_size=batch_size, epochs=3, shuffle=shuffle, verbose=0,
+            validation_data=validation_data if validation else None)
+
+    return fit_accumulated
+
+
+def test_your_model_solution_passes():
+    outcome = lesson09.your_model.evaluate(your_model.make_my_model, your_model.fit_accumulated,
+                                           your_model.best_epoch)
+    assert outcome.status == "pass", outcome.message
+    assert "9 updates in 3 epochs" in outcome.message
+
+
+def test_your_model_stubs_are_not_attempted():
+    outcome = lesson09.your_model.evaluate(lambda: None, lambda *a: None, lambda h: None)
+    assert outcome.status == "not attempted" and "make_my_model" in outcome.message
+    outcome = lesson09.your_model.evaluate(tiny_model, lambda *a: None, lambda h: None)
+    assert outcome.status == "not attempted" and "fit_accumulated" in outcome.message
+
+
+def test_an_uncompiled_model_is_named():
+    outcome = lesson09.your_model.evaluate(
+        lambda: keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)]),
+        your_model.fit_accumulated, your_model.best_epoch)
+    assert outcome.status == "fail" and "compile the model" in outcome.message
+
+
+def test_a_model_with_dropout_is_named():
+    def make_my_model():
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dropout(0.1),
+                                  keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+        return model
+
+    outcome = lesson09.your_model.evaluate(make_my_model, your_model.fit_accumulated,
+                                           your_model.best_epoch)
+    assert outcome.status == "fail" and "has a Dropout layer" in outcome.message
+
+
+def test_model_fits_history_is_named():
+    def fit_accumulated(model, x, y, validation_data):
+        return model.fit(x, y, batch_size=256, epochs=3, shuffle=False, verbose=0)
+
+    outcome = lesson09.your_model.evaluate(tiny_model, fit_accumulated, your_model.best_epoch)
+    assert outcome.status == "fail" and "that History is Model.fit's" in outcome.message
+
+
+def test_no_accumulation_is_named():
+    outcome = lesson09.your_model.evaluate(tiny_model, fit_with(accumulation_steps=1),
+                                           your_model.best_epoch)
+    assert outcome.status == "fail" and "accumulation_steps = 256 / 32 = 8" in outcome.message
+
+
+def test_the_effective_batch_as_batch_size_is_named():
+    outcome = lesson09.your_model.evaluate(tiny_model, fit_with(batch_size=256),
+                                           your_model.best_epoch)
+    assert outcome.status == "fail" and "batch_size is the micro-batch, 32" in outcome.message
+
+
+def test_no_validation_is_named():
+    outcome = lesson09.your_model.evaluate(tiny_model, fit_with(validation=False),
+                                           your_model.best_epoch)
+    assert outcome.status == "fail" and "pass validation_data" in outcome.message
+
+
+def test_best_epoch_counted_from_zero_is_named():
+    outcome = lesson09.your_model.evaluate(
+        tiny_model, fit_with(),
+        lambda h: h.history["val_loss"].index(min(h.history["val_loss"])))
+    assert outcome.status == "fail" and "epochs count from 1" in outcome.message
+
+
+def test_best_epoch_by_the_training_loss_is_named():
+    outcome = lesson09.your_model.evaluate(
+        tiny_model, fit_with(), lambda h: h.history["loss"].index(min(h.history["loss"])) + 1)
+    assert outcome.status == "fail" and "read history.history['val_loss']" in outcome.message
+
+
+def test_a_shuffled_fit_is_named():
+    outcome = lesson09.your_model.evaluate(tiny_model, fit_with(shuffle=True),
+                                           your_model.best_epoch)
+    assert outcome.status == "fail" and "Pass shuffle=False" in outcome.message

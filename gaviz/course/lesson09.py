@@ -1,8 +1,14 @@
-"""Lesson 09's exercise: the median time of a training epoch, after a warm-up."""
+"""Lesson 09's exercises: a model of your own trained by gaviz's trainer and its History read,
+and the median time of a training epoch, after a warm-up."""
 
 import time
 
-from gaviz.course.exercise import Exercise, Incorrect, attempted
+import keras
+import numpy as np
+
+from gaviz import demo
+from gaviz.course.exercise import Exercise, Incorrect, NotAttempted, attempted
+from gaviz.course.loop import max_difference
 
 #: A fake epoch's durations: the warm-up first, then three timed epochs (median 0.04 s,
 #: mean 0.06 s; the median of all four calls is 0.08 s).
@@ -36,3 +42,131 @@ median_epoch_seconds = Exercise(
            "Time each of the `repeats` calls with `time.perf_counter()` before and after, and "
            "return `statistics.median` of the list."],
     solution_file="09_timing.py")
+
+
+# ------------------------------------------------------------- your model, with gaviz's trainer
+
+EFFECTIVE_BATCH, MICRO_BATCH, EPOCHS = 256, 32, 3
+#: 600 samples: two full windows of 256 and a partial one of 88 per epoch.
+SAMPLES = 600
+_RANDOM = (keras.layers.Dropout, keras.layers.GaussianNoise, keras.layers.GaussianDropout,
+           keras.layers.AlphaDropout, keras.layers.SpatialDropout1D)
+
+
+def _data():
+    x, y = demo.make_data(SAMPLES, seed=4)
+    return x, y, demo.make_data(200, seed=5)
+
+
+def _build(make_my_model):
+    """``make_my_model()`` with Keras's seed set first: two calls, the same initial weights."""
+    keras.utils.set_random_seed(4)
+    return make_my_model()
+
+
+def _all_layers(model):
+    """Every layer of ``model``, nested models' layers included."""
+    for layer in getattr(model, "layers", []):
+        yield layer
+        yield from _all_layers(layer)
+
+
+def _check_model(model) -> None:
+    if model is None:
+        raise NotAttempted("make_my_model still returns nothing")
+    if not isinstance(model, keras.Model):
+        raise Incorrect(f"make_my_model should return a Keras model, got {type(model).__name__}")
+    if not model.compiled:
+        raise Incorrect("compile the model in make_my_model: gaviz's trainer takes the "
+                        "optimizer, loss and metrics from compile")
+    if getattr(model.optimizer, "gradient_accumulation_steps", None):
+        raise Incorrect("the optimizer must not have gradient_accumulation_steps: gaviz's "
+                        "trainer accumulates, and Keras's built-in would accumulate again")
+    for layer in _all_layers(model):
+        if isinstance(layer, keras.layers.BatchNormalization) or isinstance(layer, _RANDOM):
+            raise Incorrect(f"your model has a {type(layer).__name__} layer: it sees "
+                            "micro-batches, not the big batch, so the check cannot compare "
+                            "with Model.fit (lesson 11). Leave it out for this exercise")
+
+
+def _check_history(history) -> None:
+    if history is None:
+        raise NotAttempted("fit_accumulated still returns nothing: return what fit returns")
+    if not hasattr(history, "updates"):
+        raise Incorrect("that History is Model.fit's: wrap the model in "
+                        "gaviz.AccumulationTrainer(model, accumulation_steps=...) and return "
+                        "what its fit returns")
+    if len(history.epoch) != EPOCHS:
+        raise Incorrect(f"expected {EPOCHS} epochs, the History holds {len(history.epoch)}")
+    first = [u.effective_batch_size for u in history.updates if u.epoch == 1]
+    if first[0] == MICRO_BATCH:
+        raise Incorrect("each update averaged 32 samples: the effective batch is 256, so "
+                        "accumulation_steps = 256 / 32 = 8")
+    if first[0] > EFFECTIVE_BATCH:
+        raise Incorrect(f"the first update averaged {first[0]} samples, more than 256: "
+                        "batch_size is the micro-batch, 32, and accumulation_steps=8 makes "
+                        "the 256")
+    if first != [256, 256, 88]:
+        raise Incorrect(f"the first epoch's updates averaged {first} samples; expected "
+                        "[256, 256, 88]: 600 samples in windows of 8 micro-batches of 32")
+    if "val_loss" not in history.history:
+        raise Incorrect("history.history has no val_loss: pass validation_data to fit")
+
+
+def _check_matches_model_fit(make_my_model, history) -> None:
+    x, y, validation = _data()
+    reference = _build(make_my_model)
+    expected = reference.fit(x, y, batch_size=EFFECTIVE_BATCH, epochs=EPOCHS, shuffle=False,
+                             validation_data=validation, verbose=0)
+    for name, values in expected.history.items():
+        got = history.history.get(name)
+        if got is None or not np.allclose(got, values, rtol=1e-4, atol=1e-6):
+            raise Incorrect(
+                f"history.history[{name!r}] is {np.round(got, 4).tolist() if got else got}; "
+                f"Model.fit(batch_size=256, shuffle=False) gives {np.round(values, 4).tolist()}."
+                " Pass shuffle=False: fit shuffles arrays every epoch, as Model.fit does")
+    difference = max_difference(history.model, reference)
+    if difference > 1e-4:
+        raise Incorrect(f"the weights end {difference:.1e} from Model.fit(batch_size=256)'s")
+
+
+def _check_best_epoch(best_epoch) -> None:
+    """Incorrect unless ``best_epoch`` reads a made-up History right."""
+    fake = keras.callbacks.History()
+    fake.epoch, fake.history = [0, 1, 2], {"loss": [3.0, 2.0, 1.0], "val_loss": [2.0, 1.0, 3.0]}
+    answer = best_epoch(fake)
+    attempted(answer)
+    if answer == 1:
+        raise Incorrect("for val_loss [2.0, 1.0, 3.0] best_epoch returned 1: epochs count from 1 "
+                        "here, as Keras prints them ('Epoch 2/3'); add 1 to the index")
+    if answer == 3:
+        raise Incorrect("for loss [3.0, 2.0, 1.0] and val_loss [2.0, 1.0, 3.0] best_epoch "
+                        "returned 3, the lowest training loss: read history.history['val_loss']")
+    if answer != 2:
+        raise Incorrect(f"for val_loss [2.0, 1.0, 3.0] best_epoch should be 2, got {answer!r}")
+
+
+def _check_your_model(make_my_model, fit_accumulated, best_epoch) -> str:
+    model = _build(make_my_model)
+    _check_model(model)
+    x, y, validation = _data()
+    history = fit_accumulated(model, x, y, validation)
+    _check_history(history)
+    _check_best_epoch(best_epoch)
+    _check_matches_model_fit(make_my_model, history)
+    best = best_epoch(history)
+    return (f"your model ({model.count_params():,} weights) trained by gaviz: {len(history)} "
+            f"updates in {EPOCHS} epochs (each 256, 256, 88 samples), every history.history "
+            f"entry as Model.fit(batch_size=256, shuffle=False)'s; best_epoch reads epoch {best}")
+
+
+your_model = Exercise(
+    "09 your model, accumulated", _check_your_model,
+    hints=["make_my_model: keras.Sequential([keras.Input((8,)), ..., keras.layers.Dense(1)]), "
+           "then model.compile(optimizer=..., loss='mse'), and return the model.",
+           "fit_accumulated: gaviz.AccumulationTrainer(model, accumulation_steps=8).fit(x, y, "
+           "batch_size=32, epochs=3, shuffle=False, validation_data=validation_data, "
+           "verbose=0); return what fit returns.",
+           "best_epoch: history.history['val_loss'] is a list, one value per epoch; the index "
+           "of its smallest value, plus 1."],
+    solution_file="09_your_model.py")
