@@ -1,12 +1,13 @@
 """The capstone's corpus, model and exercise: the corpus is the same lines on every call and
 needs nothing but this Python; the checker passes the solution, says "not attempted" for the
-lesson's stub, and names each fault of a realistic wrong window; the solution, gaviz's trainer
-and the big-batch reference agree, while Keras's built-in `gradient_accumulation_steps` lands
-measurably away from them on real tokens."""
+lesson's stub, and names each fault of a realistic wrong loop on gaviz.Accumulator; the
+solution, gaviz's trainer and the big-batch reference agree, while Keras's built-in
+`gradient_accumulation_steps` lands measurably away from them on real tokens."""
 
 import importlib
 import pathlib
 import sys
+import warnings
 
 import keras
 import numpy as np
@@ -14,106 +15,100 @@ import pytest
 import tensorflow as tf
 
 import gaviz
-from gaviz.course import corpus, language_model, lesson13, make_accumulators, max_difference
-from gaviz.course.graph import run_windows
+from gaviz.course import corpus, language_model, lesson13, max_difference
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
-solution = importlib.import_module("solutions.13_token_window")
-lesson08 = importlib.import_module("solutions.08_graph_trainer")
+solution = importlib.import_module("solutions.13_token_epoch")
+lesson08 = importlib.import_module("solutions.08_accumulator_epoch")
 
 EXERCISE = lesson13.tokens
 
 
-def window_maker(masked=True, divisor="tokens"):
-    """make_token_window as a learner might write it: the solution, or it with one change."""
+@pytest.fixture(autouse=True)
+def _said_once():
+    """The Embedding's sparse gradient: gaviz warns, as the lesson has already said."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=gaviz.SparseGradientWarning)
+        yield
 
-    def make_token_window(model, optimizer, loss, element_spec):
-        variables = model.trainable_variables
-        accumulators = make_accumulators(variables)
-        count = tf.Variable(0.0, trainable=False)
-        optimizer.build(variables)
 
+def loop_maker(loss_kind="keras", count="tokens", flush=True):
+    """token_epoch as a learner might write it: the solution, or it with one change."""
+
+    def token_epoch(model, optimizer, loss, micro_batches, accumulation_steps):
+        accumulator = gaviz.Accumulator(optimizer, model.trainable_variables, accumulation_steps)
+
+        @tf.function(input_signature=micro_batches.element_spec)  # widths vary: one trace
         def micro_step(x, y):
             real = tf.cast(x != 0, tf.float32)
             with tf.GradientTape() as tape:
-                per_token = loss.call(y, model(x, training=True))
-                summed = tf.reduce_sum(per_token * real if masked else per_token)
-                if divisor == "micro-batch means":  # PITFALL: each micro-batch its own mean
-                    summed = summed / tf.reduce_sum(real)
-            for accumulator, gradient in zip(accumulators, tape.gradient(summed, variables)):
-                accumulator.assign_add(tf.convert_to_tensor(gradient))
-            count.assign_add({"tokens": tf.reduce_sum(real),
-                              "positions": tf.cast(tf.size(real), tf.float32),
-                              "samples": tf.cast(tf.shape(x)[0], tf.float32),
-                              "nothing": 0.0, "micro-batch means": 1.0}[divisor])
+                logits = model(x, training=True)
+                value = {"keras": lambda: loss(y, logits),
+                         "positions": lambda: tf.reduce_mean(loss.call(y, logits)),
+                         "sum": lambda: tf.reduce_sum(loss.call(y, logits) * real)}[loss_kind]()
+            counted = {"tokens": tf.reduce_sum(real), "positions": tf.cast(tf.size(x), tf.float32),
+                       "lines": tf.cast(tf.shape(x)[0], tf.float32)}[count]
+            accumulator.step(tape.gradient(value, model.trainable_variables), count=counted)
 
-        def update():
-            divide_by = tf.maximum(count, 1.0)  # "nothing": count stays 0, divide by 1
-            optimizer.apply_gradients(zip([a / divide_by for a in accumulators], variables))
-            for accumulator in accumulators:
-                accumulator.assign(tf.zeros_like(accumulator))
-            count.assign(0.0)
+        for x, y in micro_batches:
+            micro_step(x, y)
+        if flush:
+            accumulator.flush()
 
-        @tf.function
-        def window(iterator, accumulation_steps):
-            consumed = tf.constant(0)
-            for _ in tf.range(accumulation_steps):
-                batch = iterator.get_next_as_optional()
-                tf.cond(batch.has_value(), lambda: micro_step(*batch.get_value()), lambda: None)
-                consumed += tf.cast(batch.has_value(), tf.int32)
-            tf.cond(consumed > 0, update, lambda: None)
-            return consumed
-
-        return window
-
-    return make_token_window
+    return token_epoch
 
 
 def test_the_solution_passes():
-    outcome = EXERCISE.evaluate(solution.make_token_window)
+    outcome = EXERCISE.evaluate(solution.token_epoch)
     assert outcome.status == "pass", outcome.message
-    assert "4 windows (the last one partial) on 40 padded lines" in outcome.message
+    assert "4 updates (the last window partial) on 40 padded lines" in outcome.message
 
 
-def test_the_wrong_windows_differ_from_a_passing_one_by_their_one_change():
-    assert EXERCISE.evaluate(window_maker()).status == "pass"
+def test_the_wrong_loops_differ_from_a_passing_one_by_their_one_change():
+    assert EXERCISE.evaluate(loop_maker()).status == "pass"
 
 
 def test_the_lessons_stub_is_not_attempted():
-    def make_token_window(model, optimizer, loss, element_spec):
+    def token_epoch(model, optimizer, loss, micro_batches, accumulation_steps):
         ...  # your code here
 
-    assert EXERCISE.evaluate(make_token_window).status == "not attempted"
+    assert EXERCISE.evaluate(token_epoch).status == "not attempted"
 
 
-@pytest.mark.parametrize("masked, divisor, named", [
-    (True, "samples", "normalized by samples: the update divides"),
-    (True, "micro-batch means", "normalized by micro-batch means: each micro-batch"),
-    (True, "nothing", "never divided"),
-    (False, "tokens", "padding counted: the padded positions' losses are in the window's sum"),
-    (False, "positions", "padding counted: the window's sum holds the padded positions' losses"),
+@pytest.mark.parametrize("loss_kind, count, named", [
+    ("keras", "lines", "count is the same for every micro-batch"),
+    ("keras", "positions", "count is the micro-batch's positions, padding included"),
+    ("positions", "positions", "the loss is a mean over every position, padding included"),
+    ("positions", "tokens", "count is the real tokens, right, but the loss is a mean over every"),
+    ("sum", "tokens", "given the summed loss, each token counts"),
 ])
-def test_each_fault_is_named(masked, divisor, named):
-    outcome = EXERCISE.evaluate(window_maker(masked, divisor))
+def test_each_fault_is_named(loss_kind, count, named):
+    outcome = EXERCISE.evaluate(loop_maker(loss_kind, count))
     assert outcome.status == "fail" and named in outcome.message, outcome.message
     assert "differ from the big batch's by" in outcome.message
 
 
-def test_lesson_08s_window_unchanged_is_named():
-    outcome = EXERCISE.evaluate(lesson08.make_window)
+def test_no_flush_is_named():
+    outcome = EXERCISE.evaluate(loop_maker(flush=False))
+    assert outcome.status == "fail" and "Call accumulator.flush()" in outcome.message
+
+
+def test_lesson_08s_loop_unchanged_is_named():
+    outcome = EXERCISE.evaluate(lesson08.accumulator_epoch)
     assert outcome.status == "fail", outcome.message
-    assert "lesson 08's window as it was" in outcome.message, outcome.message
+    assert "its lines, as in lesson 08" in outcome.message, outcome.message
 
 
 def test_hints_do_not_give_the_answer_away():
     whole = "\n".join(EXERCISE.hints)
-    assert len(EXERCISE.hints) >= 3 and "def window" not in whole and "apply_gradients" not in whole
+    assert len(EXERCISE.hints) >= 3 and "def token_epoch" not in whole and "flush()" not in \
+        whole.replace("keep the flush", "")
 
 
-def test_lesson_08s_window_is_loaded_as_its_solution_file():
-    make_window = lesson13.lesson08_make_window()
-    assert make_window.__name__ == "make_window"
-    assert make_window.__code__.co_filename == "solutions/08_graph_trainer.py"
+def test_lesson_08s_loop_is_loaded_as_its_solution_file():
+    accumulator_epoch = lesson13.lesson08_accumulator_epoch()
+    assert accumulator_epoch.__name__ == "accumulator_epoch"
+    assert accumulator_epoch.__code__.co_filename == "solutions/08_accumulator_epoch.py"
 
 
 # The corpus
@@ -201,9 +196,7 @@ def test_the_solution_gaviz_and_the_reference_agree_and_keras_builtin_does_not()
     moved = max_difference(reference, language_model.make_model(seed=5))
 
     def with_solution(model):
-        window = solution.make_token_window(model, keras.optimizers.Adam(1e-2), loss,
-                                            micro_batches.element_spec)
-        run_windows(window, micro_batches, K)
+        solution.token_epoch(model, keras.optimizers.Adam(1e-2), loss, micro_batches, K)
 
     def with_gaviz(model):
         model.compile(keras.optimizers.Adam(1e-2), loss)

@@ -139,10 +139,10 @@ def _lesson10(notebook):
 
 
 def _lesson13(notebook):
-    # The capstone: the learner's token window and gaviz's trainer land on the big batch (to
+    # The capstone: the learner's token loop and gaviz's trainer land on the big batch (to
     # float32 rounding, which Adam amplifies where a gradient is tiny); Keras's built-in is the
     # mean-of-means rule and lands visibly away.
-    (yours,) = numbers_after(shown_by(notebook, "your window: max"), "max |w - w_big_batch| =")
+    (yours,) = numbers_after(shown_by(notebook, "your loop: max"), "max |w - w_big_batch| =")
     (ours,) = numbers_after(shown_by(notebook, "gaviz: {len(history)}"), "max |w - w_big_batch| =")
     text = shown_by(notebook, "Keras's built-in: max")
     (builtin,) = numbers_after(text, "max |w - w_big_batch| =")

@@ -1,100 +1,106 @@
-"""The capstone's exercise: lesson 08's graph window, normalized by real tokens.
+"""The capstone's exercise: lesson 08's loop on gaviz.Accumulator, its count in real tokens.
 
 ::
 
     from gaviz.course import lesson13
-    lesson13.tokens.check(make_token_window)
+    lesson13.tokens.check(token_epoch)
 
-The learner's ``make_token_window(model, optimizer, loss, element_spec)``
-returns a ``tf.function`` ``window(iterator, accumulation_steps)`` as in lesson
-08, whose update divides the window's summed per-token losses, padding left
-out, by the window's real-token count. The checker trains it one epoch on
-padded lines of real text and compares the weights with the big-batch
-reference (:func:`gaviz.course.language_model.big_batch_reference`); when they
-differ it names the fault by training each known wrong rule (:data:`FAULTS`)
-and finding the one the learner's weights match.
+The learner's ``token_epoch(model, optimizer, loss, micro_batches,
+accumulation_steps)`` is lesson 08's ``accumulator_epoch`` with ``count`` the
+micro-batch's real tokens: Keras's loss on the language model's output is a
+mean over them (the embedding's mask reaches the loss). The checker trains it
+one epoch on padded lines of real text and compares the weights with the
+big-batch reference (:func:`gaviz.course.language_model.big_batch_reference`);
+when they differ it names the fault by training each known wrong rule
+(:data:`FAULTS`) and finding the one the learner's weights match.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from gaviz.course import corpus, language_model
-from gaviz.course.exercise import Exercise, Incorrect, attempted, solution_code
-from gaviz.course.graph import run_windows
-from gaviz.course.loop import max_difference
+from gaviz.course.exercise import Exercise, Incorrect, solution_code
+from gaviz.course.graph import expected_retracing
+from gaviz.course.loop import flat_weights, max_difference
+from gaviz.course.repairs import require_attempted
 
 K = 3
 MICRO_BATCH_SIZE = 4
 LINES = 10 * MICRO_BATCH_SIZE  # windows of 3, 3, 3 micro-batches, then a partial one of 1
+UPDATES = 4
 LEARNING_RATE = 0.01  # plain SGD: a wrong divisor shows in the weights, not scaled away
 TOLERANCE = 1e-5  # float32 rounding over four updates
-#: A wrong rule (the sum undivided: steps hundreds of times too long) can send the weights far
-#: away, where float32 rounding grows with them: faults are matched relative to the weights' size.
-FAULT_TOLERANCE = 1e-4
 
 
 class Fault(NamedTuple):
-    """A wrong loss rule for a window, and what to tell a learner whose trainer follows it.
+    """A wrong window for ``step``, and what to tell a learner whose loop follows it.
 
-    ``divisor`` is one of ``"tokens"`` (the window's real tokens), ``"positions"``
-    (its padded positions), ``"samples"`` (its lines), ``"micro-batch means"`` (each
-    micro-batch divided by its own real tokens, then the mean over the window's
-    micro-batches) or ``"nothing"``.
+    Each micro-batch's ``loss`` (``"token mean"``: its real-token losses over its real
+    tokens, Keras's with the mask; ``"position mean"``: every position's loss over its
+    positions, padding included; ``"token sum"``: its real-token losses summed) is weighed
+    by its ``count`` (``"tokens"``, ``"positions"``, ``"lines"`` or ``"one"``) and the window
+    divides by the counts' total, as ``gaviz.Accumulator`` does.
     """
 
     name: str
-    masked: bool  # False: the padding's losses are in the sum
-    divisor: str
+    loss: str
+    count: str
     message: str
 
 
-_MASK = "multiply the per-token losses by the mask (inputs != 0) before summing"
-_FAULTS = [  # the likeliest first: lesson 08's window, unchanged
-    Fault("padding counted, by samples", False, "samples",
-          "normalized by samples, with the padding counted: lesson 08's window as it was, "
-          "dividing every position's loss by the number of lines. Multiply the per-token "
-          "losses by the mask (inputs != 0), and count real tokens instead of lines"),
-    Fault("normalized by samples", True, "samples",
-          "normalized by samples: the update divides the window's summed token losses by its "
-          "number of lines, so it is as many times too large as a line has tokens on average. "
-          "Count the real tokens instead (the sum of the mask) and divide by their window total"),
-    Fault("by micro-batch means", True, "micro-batch means",
-          "normalized by micro-batch means: each micro-batch is divided by its own token count "
-          "and the window averages those means (Keras's built-in, and Hugging Face before its "
-          "2024 fix), so a token in a micro-batch of short lines weighs more. Add the summed "
-          "losses and the token counts over the window; divide once, in the update"),
-    Fault("never divided", True, "nothing",
-          "never divided: the update applies the window's summed token losses, undivided. "
-          "Divide by the window's real-token count"),
-    Fault("padding counted", False, "tokens",
-          f"padding counted: the padded positions' losses are in the window's sum; {_MASK}"),
-    Fault("padding counted, by positions", False, "positions",
-          "padding counted: the window's sum holds the padded positions' losses and is divided "
-          f"by every position, padding included; {_MASK}, and count the mask's ones"),
+_COUNT = ("`count=tf.reduce_sum(tf.cast(x != 0, tf.float32))`, the micro-batch's real tokens "
+          "(padding is token 0)")
+_FAULTS = [  # the likeliest first: lesson 08's loop, unchanged
+    Fault("by micro-batch means", "token mean", "one",
+          "count is the same for every micro-batch (its lines, as in lesson 08), but the loss "
+          "is a mean over each micro-batch's real tokens: every micro-batch weighs the same, "
+          "the mean of micro-batch means (Keras's built-in, and Hugging Face before its 2024 "
+          "fix), so a token among short lines weighs more. Count what the mean divided by: "
+          + _COUNT),
+    Fault("counted by positions", "token mean", "positions",
+          "count is the micro-batch's positions, padding included, but the loss is a mean over "
+          "its real tokens: a micro-batch with much padding weighs more than its tokens. "
+          "Count the real tokens: " + _COUNT),
+    Fault("padding counted", "position mean", "positions",
+          "the loss is a mean over every position, padding included (tf.reduce_mean of "
+          "loss.call), and count its positions: the window divides by positions, and the "
+          "padding's losses are in it. Take the loss as Keras computes it with the model's "
+          "mask, `loss(y, model(x, training=True))`, a mean over real tokens, and count those"),
+    Fault("padding in the mean", "position mean", "tokens",
+          "count is the real tokens, right, but the loss is a mean over every position, "
+          "padding included (tf.reduce_mean of loss.call): use Keras's loss on the model's "
+          "output, `loss(y, model(x, training=True))`, which the mask limits to real tokens"),
+    Fault("summed, counted", "token sum", "tokens",
+          "step takes the gradient of the micro-batch's *mean* loss and weighs it by count; "
+          "given the summed loss, each token counts as many times as its micro-batch has "
+          "tokens. Differentiate `loss(y, model(x, training=True))`, the mean"),
 ]
-#: Each known wrong rule of a token window, by name, in the order the checker tries them.
+#: Each known wrong window, by name, in the order the checker tries them.
 FAULTS = {fault.name: fault for fault in _FAULTS}
 
 
 def _rule_value(loss, model, window_batches, fault: Fault):
-    """The window's loss under ``fault``'s rule, from its micro-batches as the data cuts them."""
-    sums, counts = [], []
+    """The window's loss under ``fault``'s rule, from its micro-batches as the data cuts them:
+    each micro-batch's loss weighed by its count, over the counts' total."""
+    weighed, counts = [], []
     for inputs, targets in window_batches:
         per_token = loss.call(targets, model(inputs, training=True))
         real = tf.cast(inputs != corpus.PAD, tf.float32)
-        sums.append(tf.reduce_sum(per_token * real if fault.masked else per_token))
-        counts.append({"tokens": tf.reduce_sum(real), "positions": tf.cast(tf.size(real), tf.float32),
-                       "samples": tf.cast(tf.shape(inputs)[0], tf.float32)
-                       }.get(fault.divisor, tf.reduce_sum(real)))
-    if fault.divisor == "micro-batch means":
-        return tf.add_n([s / c for s, c in zip(sums, counts)]) / len(sums)
-    if fault.divisor == "nothing":
-        return tf.add_n(sums)
-    return tf.add_n(sums) / tf.add_n(counts)
+        tokens, positions = tf.reduce_sum(real), tf.cast(tf.size(real), tf.float32)
+        value = {"token mean": tf.reduce_sum(per_token * real) / tokens,
+                 "position mean": tf.reduce_mean(per_token),
+                 "token sum": tf.reduce_sum(per_token * real)}[fault.loss]
+        count = {"tokens": tokens, "positions": positions, "one": tf.constant(1.0),
+                 "lines": tf.cast(tf.shape(inputs)[0], tf.float32)}[fault.count]
+        weighed.append(count * value)
+        counts.append(count)
+    return tf.add_n(weighed) / tf.add_n(counts)
 
 
 def faulty_epoch(model, optimizer, loss, micro_batches, accumulation_steps, fault: Fault) -> None:
@@ -108,18 +114,14 @@ def faulty_epoch(model, optimizer, loss, micro_batches, accumulation_steps, faul
         optimizer.apply_gradients(zip(gradients, variables))
 
 
-def lesson08_make_window():
-    """Lesson 08's solution, ``make_window``, as ``%load solutions/08_graph_trainer.py`` pastes
-    it: the window the capstone starts from, divided by samples, padding included."""
+def lesson08_accumulator_epoch():
+    """Lesson 08's second solution, ``accumulator_epoch``, as ``%load
+    solutions/08_accumulator_epoch.py`` pastes it: the loop the capstone starts from, its
+    count in rows."""
     namespace = {}
-    exec(compile(solution_code("08_graph_trainer.py"), "solutions/08_graph_trainer.py", "exec"),
-         namespace)
-    return namespace["make_window"]
-
-
-def _same_weights(model, other) -> bool:
-    largest = max(float(tf.reduce_max(tf.abs(w))) for w in other.weights)
-    return max_difference(model, other) <= FAULT_TOLERANCE * max(1.0, largest)
+    exec(compile(solution_code("08_accumulator_epoch.py"), "solutions/08_accumulator_epoch.py",
+                 "exec"), namespace)
+    return namespace["accumulator_epoch"]
 
 
 def _problem():
@@ -131,40 +133,69 @@ def _fresh():
     return language_model.make_model(seed=1), keras.optimizers.SGD(LEARNING_RATE)
 
 
-def _check_token_window(make_token_window) -> str:
+def _check_updates(updates) -> None:
+    if updates == UPDATES - 1:
+        raise Incorrect("3 updates for 10 micro-batches with accumulation_steps=3: the partial "
+                        "window (the last micro-batch) was never applied. Call "
+                        "accumulator.flush() after the loop")
+    if updates != UPDATES:
+        raise Incorrect(f"{updates} updates for 10 micro-batches with accumulation_steps=3: "
+                        "expected 4, three full windows and the partial one. Give each "
+                        "micro-batch to the Accumulator's step, then flush()")
+
+
+def _check_token_epoch(token_epoch) -> str:
+    require_attempted(token_epoch, "token_epoch does nothing yet")
     lines, micro_batches, loss = _problem()
     model, optimizer = _fresh()
-    window = make_token_window(model, optimizer, loss, micro_batches.element_spec)
-    attempted(window)
-    calls = run_windows(window, micro_batches, K)
+    with expected_retracing():  # a tf.function made per epoch traces per call
+        token_epoch(model, optimizer, loss, micro_batches, K)
+    _check_updates(int(optimizer.iterations))
     reference, reference_optimizer = _fresh()
     language_model.big_batch_reference(reference, reference_optimizer, loss, lines,
                                        K * MICRO_BATCH_SIZE)
     difference = max_difference(model, reference)
     if difference <= TOLERANCE:
-        return (f"{calls} windows (the last one partial) on {LINES} padded lines: the weights of "
-                f"the big batch divided by its real tokens, to {difference:.0e}")
-    for fault in FAULTS.values():
-        wrong, wrong_optimizer = _fresh()
-        faulty_epoch(wrong, wrong_optimizer, loss, micro_batches, K, fault)
-        if _same_weights(model, wrong):
-            raise Incorrect(f"{fault.message} (the weights differ from the big batch's by "
-                            f"{difference:.1e})")
+        return (f"{UPDATES} updates (the last window partial) on {LINES} padded lines: the "
+                f"weights of the big batch divided by its real tokens, to {difference:.0e}")
+    fault, distance = _nearest_fault(model)
+    if distance < 0.1 * difference:
+        raise Incorrect(f"{fault.message} (the weights differ from the big batch's by "
+                        f"{difference:.1e})")
     raise Incorrect(f"after one epoch the weights differ from the big batch's by "
-                    f"{difference:.1e}, and match none of the usual faults: divide the window's "
-                    "summed real-token losses by its real-token count, once per update")
+                    f"{difference:.1e}, and match none of the usual faults: step each "
+                    "micro-batch with the gradient of Keras's loss, a mean over its real "
+                    "tokens, and count those real tokens")
+
+
+def _nearest_fault(model):
+    """The known wrong window whose weights the learner's are nearest, and how near."""
+    mine = flat_weights(model)
+    found = [(float(np.max(np.abs(mine - _fault_weights(name)))), fault)
+             for name, fault in FAULTS.items()]
+    distance, fault = min(found, key=lambda pair: pair[0])
+    return fault, distance
+
+
+@functools.lru_cache(maxsize=None)
+def _fault_weights(name):
+    """The weights one epoch of the check's problem gives under FAULTS[name] (the same every
+    time: kept, so that a learner's second check, or a test's, trains none again)."""
+    _, micro_batches, loss = _problem()
+    wrong, wrong_optimizer = _fresh()
+    faulty_epoch(wrong, wrong_optimizer, loss, micro_batches, K, FAULTS[name])
+    return flat_weights(wrong)
 
 
 tokens = Exercise(
-    "the capstone's window, normalized by real tokens",
-    _check_token_window,
+    "the capstone's loop, counting real tokens",
+    _check_token_epoch,
     hints=[
-        "Start from lesson 08's make_window: only the micro-step changes, and what the "
-        "count variable counts.",
-        "Padding is token 0, so `real = tf.cast(x != 0, tf.float32)` marks the real tokens; "
-        "the per-token losses `loss.call(y, model(x, training=True))` have the same shape.",
-        "Sum `per_token * real`, and add `tf.reduce_sum(real)` to the count: the update then "
-        "divides the window's sum by the window's real tokens, as the big batch does.",
+        "Start from lesson 08's accumulator_epoch: only `count` changes.",
+        "Keras's loss on this model's output is a mean over the real tokens (the embedding's "
+        "mask reaches it): count what it divided by. Padding is token 0, so "
+        "`tf.cast(x != 0, tf.float32)` marks the real tokens.",
+        "`count=tf.reduce_sum(tf.cast(x != 0, tf.float32))`; keep the flush after the loop.",
     ],
-    solution_file="13_token_window.py",
+    solution_file="13_token_epoch.py",
 )
