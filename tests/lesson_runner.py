@@ -152,8 +152,12 @@ def run_lesson(path, timeout=240, executed=None, inserted=None):
     notebook = nbformat.read(path, as_version=4)
     insert_after(notebook, inserted or {})
     notebook.cells.append(nbformat.v4.new_code_cell(PEAK_PROBE))
+    # No widget state in the executed copy: with it, a page that cannot run the widgets'
+    # JavaScript (nbconvert's HTML offline, nbviewer, GitHub) shows the widget's empty
+    # placeholder; without it, each widget's static picture, which gaviz's widgets put in the
+    # same output (issue #41).
     client = NotebookClient(
-        notebook, timeout=timeout, kernel_name="python3",
+        notebook, timeout=timeout, kernel_name="python3", store_widget_state=False,
         resources={"metadata": {"path": str(pathlib.Path(path).parent)}},
     )
     start = time.perf_counter()

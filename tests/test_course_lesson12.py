@@ -145,3 +145,10 @@ def test_the_lesson_shows_each_widget_once_with_its_last_frame_for_a_saved_copy(
     for output in outputs:
         text = output.get("text", "") + output.get("data", {}).get("text/plain", "")
         assert "VBox(" not in text and "Image(value=" not in text, text
+    # Rendered to HTML without JavaScript (nbconvert, nbviewer), the saved copy shows those
+    # pictures, not the widgets' empty placeholders (issue #41): it keeps no widget state.
+    import nbconvert
+
+    assert "widgets" not in executed[0].metadata
+    page, _ = nbconvert.HTMLExporter().from_notebook_node(executed[0])
+    assert 'class="jupyter-widgets' not in page and page.count("data:image/png") >= len(shown)

@@ -93,7 +93,10 @@ def _big_batch(samples):
 
 def _check_replica_step(make_replica_step) -> str:
     with _quiet_strategy():
-        strategy = tf.distribute.MirroredStrategy()
+        # Its own strategy, reducing through one device: a second MirroredStrategy's collective
+        # all-reduces would reuse the instance keys of the lesson's, which TensorFlow refuses.
+        strategy = tf.distribute.MirroredStrategy(
+            cross_device_ops=tf.distribute.ReductionToOneDevice())
         replicas = strategy.num_replicas_in_sync
         model, updates, first = _distributed_run(make_replica_step, strategy, _data()[2])
     if updates != UPDATES:
