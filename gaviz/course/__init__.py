@@ -9,7 +9,7 @@
 - :mod:`gaviz.course.repairs`: the fix-it lessons' check (lesson 03's loop with the
   learner's piece, exact by ``gaviz.diagnose``).
 - :mod:`gaviz.course.graph`: lesson 08's Python drivers around the learner's graph
-  window, and a fair clock; :mod:`gaviz.course.gpu`: lesson 10's device sizing.
+  window, and a fair clock; :mod:`gaviz.course.gpu`: the capstone's device, and device sizing.
 - :mod:`gaviz.course.corpus`: the capstone's text, the standard library's own source lines as
   tokens; :mod:`gaviz.course.language_model`: its model, big-batch reference and sampling.
 - :mod:`gaviz.course.memory`: lesson 01's freed memory handed back at once, for measuring.

@@ -1,8 +1,11 @@
-"""Lesson 10's GPU section: which device, how much memory, and batch sizes derived from it.
+"""Which device, how much memory, and batch sizes derived from it.
 
-Everything here also runs on a machine without a GPU, where the lesson uses a
-labelled CPU stand-in: a pretend device memory, and TensorFlow's CPU allocator
-statistics (``get_memory_info("CPU:0")``) instead of the GPU's.
+The capstone (lesson 13) picks its device with :func:`accelerator`. The rest
+sizes micro-batches from a device's memory, the method of the devices guide's
+"Memory" section (which lesson 10 once ran as its GPU section). Everything
+here also runs on a machine without a GPU, with a pretend device memory and
+TensorFlow's CPU allocator statistics (``get_memory_info("CPU:0")``) instead
+of the GPU's.
 """
 
 from __future__ import annotations
