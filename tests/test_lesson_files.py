@@ -41,7 +41,7 @@ def test_refuses_to_overwrite_a_lesson_unless_forced(tmp_path):
     copy_lessons(tmp_path)
     (tmp_path / "00_welcome.ipynb").write_text("my notes")
     (tmp_path / "mine.txt").write_text("not the course's")
-    with pytest.raises(FileExistsError, match=r"`directory` already holds 30 of the course's 30 files"):
+    with pytest.raises(FileExistsError, match=r"`directory` already holds 33 of the course's 33 files"):
         copy_lessons(tmp_path)
     assert (tmp_path / "00_welcome.ipynb").read_text() == "my notes"
     copy_lessons(tmp_path, force=True)
@@ -62,7 +62,7 @@ def test_bad_directories_are_named(tmp_path):
 def test_command_line_says_what_it_did_and_how_to_open_it(tmp_path, capsys):
     assert command_line.main(["lessons", str(tmp_path / "my course")]) == 0
     assert capsys.readouterr().out == (
-        f"copied 14 lessons and 15 solutions into {tmp_path / 'my course'}\n"
+        f"copied 14 lessons and 18 solutions into {tmp_path / 'my course'}\n"
         f"open them with: jupyter lab '{tmp_path / 'my course'}'\n")
     assert command_line.main(["lessons", str(tmp_path / "my course")]) == 2
     error = capsys.readouterr().err
