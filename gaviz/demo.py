@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from gaviz.training.checks import check_one_of
+from gaviz._arguments import check_one_of
 
 FEATURES = 8
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from gaviz.training.checks import check_one_of
+from gaviz._arguments import check_one_of
 
 #: Line styles cycle with the colours, so curves that coincide (exact
 #: accumulation at the same effective batch) stay visible on top of each other.

@@ -5,7 +5,7 @@ import pytest
 
 import gaviz
 from gaviz import demo
-from gaviz.training import checks
+from gaviz.training import tail
 from gaviz.widgets import runs
 from gaviz.widgets.dashboard_form import DashboardForm
 
@@ -51,7 +51,7 @@ def test_the_form_starts_from_the_values_it_is_given():
 
 def test_the_choices_are_read_from_where_they_are_defined():
     form = DashboardForm()
-    assert form.tail.options == checks.TAIL_POLICIES
+    assert form.tail.options == tail.POLICIES
     assert form.trainer.options == runs.DEMO_TRAINERS
     assert form.optimizer.options == tuple(sorted(demo.OPTIMIZERS))
     assert form.preset.options == tuple(demo.PRESETS)

@@ -178,7 +178,7 @@ def test_jit_compile_gives_the_same_weights(regression_data):
         )
         trainer.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
         assert trainer.window_loop.whole_call_compiled is jit
-        function = trainer.array_window_function
+        function = trainer.window_loop.array_windows
         if jit:  # XLA's program for the call: its window loop and matrix products
             hlo = function.experimental_get_compiler_ir(*call)(stage="hlo")
             assert "while" in hlo and "dot(" in hlo

@@ -1,5 +1,6 @@
-"""fit's data as epochs of graph calls (gaviz.training.feeds), with stand-in window
-functions: no model is trained here."""
+"""fit's data as epochs (gaviz.training.feeds): each a pass, described, not run
+(a fresh iterator, or the arrays in an epoch's row order); no model is trained here.
+The feed is given no window loop: fit's data runs one way."""
 
 import numpy as np
 import pytest
@@ -8,24 +9,9 @@ from helpers import make_mlp
 
 from gaviz import _tensorflow
 from gaviz.training import feeds, sources
+from gaviz.training.tail import Tail
 
 STRATEGY = tf.distribute.get_strategy()
-
-
-class Recorder:
-    """Stand-in window functions that record how they are called."""
-
-    def __init__(self):
-        self.iterator_traces, self.array_calls = 0, []
-        self.cursor = tf.Variable(5, dtype=tf.int64)
-        self.windows = feeds.WindowFunctions(self.for_iterator, self.for_arrays, self.cursor)
-
-    def for_iterator(self, iterator):
-        self.iterator_traces += 1
-        return lambda it, max_windows, k: [next(it) for _ in range(int(max_windows))]
-
-    def for_arrays(self, arrays, order, batch_size, rows, max_windows, k):
-        self.array_calls.append((order.numpy().tolist(), batch_size, rows, int(max_windows), int(k)))
 
 
 def arrays(n=10):
@@ -35,48 +21,50 @@ def arrays(n=10):
 @pytest.mark.parametrize("tail, carried, expected", [
     ("flush", 0, 4), ("drop", 0, 3), ("carry", 0, 3), ("carry", 2, 4), ("carry", 1, 3)])
 def test_updates_per_epoch(tail, carried, expected):
-    assert feeds.updates_per_epoch(10, 3, tail, carried) == expected
-    assert feeds.updates_per_epoch(None, 3, tail, carried) is None
+    assert Tail(tail).updates_per_epoch(10, 3, carried) == expected
+    assert Tail(tail).updates_per_epoch(None, 3, carried) is None
 
 
 def test_arrays_become_an_array_feed_cut_in_the_graph():
-    recorder = Recorder()
     x, y = arrays(10)
-    feed = feeds.make_feed(feeds.FitData(x, y, 4, False), make_mlp(), STRATEGY, recorder.windows)
+    feed = feeds.make_feed(feeds.FitData(x, y, 4, False), make_mlp(), STRATEGY)
     assert isinstance(feed, feeds.ArrayFeed) and feed.micro_batches() == 3
-    feed.epoch()(tf.constant(2), tf.constant(3, tf.int64))
-    assert int(recorder.cursor.numpy()) == 0  # every epoch starts at its first row
-    assert recorder.array_calls == [(list(range(10)), 4, 10, 2, 3)]
+    epoch = feed.epoch()
+    assert isinstance(epoch, sources.ArrayPass)
+    assert (epoch.order.numpy().tolist(), epoch.batch_size, epoch.rows) == (list(range(10)), 4, 10)
     np.testing.assert_array_equal(feed.first()[0], x[:4])
+    np.random.seed(0)
+    shuffled = feeds.make_feed(feeds.FitData(x, y, 4, True), make_mlp(), STRATEGY)
+    orders = [shuffled.epoch().order.numpy().tolist() for _ in range(2)]
+    assert sorted(orders[0]) == list(range(10)) and orders[0] != orders[1]  # one order an epoch
 
 
-def test_a_dataset_is_traced_once_for_every_epoch():
-    recorder = Recorder()
+def test_a_dataset_gives_a_fresh_iterator_every_epoch():
     x, y = arrays(6)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
-    feed = feeds.make_feed(feeds.FitData(dataset), make_mlp(), STRATEGY, recorder.windows)
+    feed = feeds.make_feed(feeds.FitData(dataset), make_mlp(), STRATEGY)
     assert isinstance(feed, feeds.DatasetFeed) and feed.micro_batches() == 3
     for _ in range(2):
-        taken = feed.epoch()(tf.constant(3), tf.constant(1, tf.int64))
+        epoch = feed.epoch()
+        assert isinstance(epoch, sources.IteratorPass)
+        taken = [next(epoch.iterator) for _ in range(3)]
         np.testing.assert_array_equal(taken[2][0], x[4:])
-    assert recorder.iterator_traces == 1
     unknown = dataset.filter(lambda a, b: True)
-    assert feeds.DatasetFeed(unknown, STRATEGY, recorder.windows).micro_batches() is None
+    assert feeds.DatasetFeed(feeds.FitData(unknown), unknown, STRATEGY).micro_batches() is None
 
 
 def test_bad_data_is_named_as_the_argument_x():
-    recorder, model = Recorder(), make_mlp()
+    model = make_mlp()
     x, y = arrays(4)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
     with pytest.raises(ValueError, match="`y` must be None when `x` is a tf.data.Dataset"):
-        feeds.make_feed(feeds.FitData(dataset, y), model, STRATEGY, recorder.windows)
+        feeds.make_feed(feeds.FitData(dataset, y), model, STRATEGY)
     with pytest.raises(TypeError, match="`x` must be a tf.data.Dataset.*Received: a tuple"):
-        feeds.make_feed(feeds.FitData((x, y)), model, STRATEGY, recorder.windows)
+        feeds.make_feed(feeds.FitData((x, y)), model, STRATEGY)
     with pytest.raises(ValueError, match="`x` is empty"):
-        feeds.make_feed(feeds.FitData(dataset.take(0)), model, STRATEGY,
-                        recorder.windows).first()
+        feeds.make_feed(feeds.FitData(dataset.take(0)), model, STRATEGY).first()
     with pytest.raises(ValueError, match="`batch_size` must be an integer >= 1"):
-        feeds.make_feed(feeds.FitData(x, y, 0, True), model, STRATEGY, recorder.windows)
+        feeds.make_feed(feeds.FitData(x, y, 0, True), model, STRATEGY)
 
 
 def test_a_cache_is_found_among_a_datasets_inputs():
@@ -89,45 +77,41 @@ def test_a_cache_is_found_among_a_datasets_inputs():
 
 
 def test_the_first_micro_batch_of_a_cached_dataset_is_its_first():
-    recorder = Recorder()
     x, y = arrays(6)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(4).cache()
-    feed = feeds.make_feed(feeds.FitData(dataset), make_mlp(), STRATEGY, recorder.windows)
+    feed = feeds.make_feed(feeds.FitData(dataset), make_mlp(), STRATEGY)
     np.testing.assert_array_equal(feed.first()[0], x[:4])
     with pytest.raises(ValueError, match="`x` is empty"):
-        feeds.make_feed(feeds.FitData(dataset.take(0).cache()), make_mlp(), STRATEGY,
-                        recorder.windows).first()
+        feeds.make_feed(feeds.FitData(dataset.take(0).cache()), make_mlp(), STRATEGY).first()
 
 
 def test_inputs_alone_are_micro_batches_without_targets_when_none_are_needed():
     """A model whose layers add its loss (targets=False) takes x alone: arrays
     with y=None, or a dataset of x; its micro-batches are (x, None)."""
-    recorder, model = Recorder(), make_mlp()
+    model = make_mlp()
     x, _ = arrays(6)
-    feed = feeds.make_feed(feeds.FitData(x, None, 4, False), model, STRATEGY, recorder.windows,
-                           targets=False)
+    feed = feeds.make_feed(feeds.FitData(x, None, 4, False), model, STRATEGY, targets=False)
     inputs, targets = feed.first()
     np.testing.assert_array_equal(inputs, x[:4])
     assert targets is None
     dataset = tf.data.Dataset.from_tensor_slices(x).batch(4)
-    feed = feeds.make_feed(feeds.FitData(dataset), model, STRATEGY, recorder.windows,
-                           targets=False)
+    feed = feeds.make_feed(feeds.FitData(dataset), model, STRATEGY, targets=False)
     inputs, targets = feed.first()
     np.testing.assert_array_equal(inputs, x[:4])
     assert targets is None
     with pytest.raises(TypeError, match=r"`x` elements must be tuples \(x, y\)"):
-        feeds.make_feed(feeds.FitData(dataset), model, STRATEGY, recorder.windows)
+        feeds.make_feed(feeds.FitData(dataset), model, STRATEGY)
     with pytest.raises(ValueError, match="`y` must be given"):
-        feeds.make_feed(feeds.FitData(x, None, 4, False), model, STRATEGY, recorder.windows)
+        feeds.make_feed(feeds.FitData(x, None, 4, False), model, STRATEGY)
 
 
 def test_the_feed_knows_the_data_fit_asks_about():
     """Micro-batch size, effective batch, epoch length and validation rows come
     from the feed: the trainer and the epoch loop ask it, not x."""
-    recorder, model = Recorder(), make_mlp()
+    model = make_mlp()
     x, y = arrays(10)
     feed = feeds.make_feed(feeds.FitData(x, y, 4, False, validation_split=0.2, steps_per_epoch=2),
-                           model, STRATEGY, recorder.windows)
+                           model, STRATEGY)
     assert (feed.micro_batch_size, feed.effective_batch_size(3), feed.steps_per_epoch) == (4, 12, 2)
     assert feed.rows == 8 and feed.micro_batches() == 2  # the last 2 rows validate
     val_x, val_y, val_w = feed.validation_data
@@ -135,27 +119,26 @@ def test_the_feed_knows_the_data_fit_asks_about():
     assert val_w is None
     given = (x[:2], y[:2])
     feed = feeds.make_feed(feeds.FitData(x, y, 4, validation_split=0.2, validation_data=given),
-                           model, STRATEGY, recorder.windows)
+                           model, STRATEGY)
     assert feed.rows == 10 and feed.validation_data is given  # given data wins, as in Keras
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
-    feed = feeds.make_feed(feeds.FitData(dataset), model, STRATEGY, recorder.windows)
+    feed = feeds.make_feed(feeds.FitData(dataset), model, STRATEGY)
     assert (feed.micro_batch_size, feed.effective_batch_size(3)) == (None, None)
     assert (feed.steps_per_epoch, feed.validation_data) == (None, None)
 
 
 def test_bad_epoch_and_validation_arguments_are_named():
-    recorder, model = Recorder(), make_mlp()
+    model = make_mlp()
     x, y = arrays(10)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
     with pytest.raises(ValueError, match="`validation_split` must be a fraction"):
-        feeds.make_feed(feeds.FitData(x, y, validation_split=1.0), model, STRATEGY, recorder.windows)
+        feeds.make_feed(feeds.FitData(x, y, validation_split=1.0), model, STRATEGY)
     with pytest.raises(ValueError, match="`validation_split` takes arrays apart"):
-        feeds.make_feed(feeds.FitData(dataset, validation_split=0.5), model, STRATEGY,
-                        recorder.windows)
+        feeds.make_feed(feeds.FitData(dataset, validation_split=0.5), model, STRATEGY)
     with pytest.raises(ValueError, match="`steps_per_epoch` must be an integer >= 1"):
-        feeds.make_feed(feeds.FitData(x, y, steps_per_epoch=0), model, STRATEGY, recorder.windows)
+        feeds.make_feed(feeds.FitData(x, y, steps_per_epoch=0), model, STRATEGY)
     with pytest.raises(ValueError, match="steps_per_epoch"):
-        feeds.make_feed(feeds.FitData(dataset.repeat()), model, STRATEGY, recorder.windows)
+        feeds.make_feed(feeds.FitData(dataset.repeat()), model, STRATEGY)
 
 
 @pytest.mark.parametrize("k, steps, taken", [

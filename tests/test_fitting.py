@@ -1,6 +1,7 @@
 """fit's epoch loop (gaviz.training.fitting) over scripted graph calls: what it records,
 which callbacks it calls, when it raises. No window is really run here: a
-stand-in feed hands back packed WindowResults as the graph would."""
+stand-in window loop hands back packed WindowResults as the graph would, for a
+stand-in feed's passes."""
 
 import keras
 import pytest
@@ -10,6 +11,7 @@ from helpers import make_mlp
 from gaviz.training import feeds, fitting
 from gaviz.training.call_size import CallSize
 from gaviz.training.history import NonFiniteUpdate
+from gaviz.training.tail import Tail
 from gaviz.training.window import WindowResult
 
 
@@ -20,9 +22,10 @@ def result(applied=True, due=True, finite=True, exhausted=False, loss=0.5, rows=
 
 
 class ScriptedFeed(feeds.Feed):
-    """An epoch is a list of calls, each a list of packed results."""
+    """An epoch (a pass) is a list of calls, each a list of packed results."""
 
     def __init__(self, epochs):
+        super().__init__(feeds.FitData(None))
         self.epochs, self.calls = list(epochs), []
 
     def micro_batches(self):
@@ -35,38 +38,32 @@ class ScriptedFeed(feeds.Feed):
         self.ended = getattr(self, "ended", 0) + 1
 
     def epoch(self):
-        calls = iter(self.epochs.pop(0))
+        return (self, self.epochs.pop(0))
+
+
+class ScriptedLoop:
+    """A window loop whose calls over a pass hand back the pass's scripted results."""
+
+    def start(self, epoch):
+        feed, calls = epoch
+        calls = iter(calls)
 
         def call(max_windows, k):
-            self.calls.append((int(max_windows), int(k)))
+            feed.calls.append((int(max_windows), int(k)))
             rows = next(calls)
             return tf.stack(rows), tf.constant(len(rows))
 
         return call
 
 
-class StandInTrainer:
-    """What fitting reads of a trainer, and nothing else."""
-
-    def __init__(self, tail="flush"):
-        self.model = make_mlp()
-        self.model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
-        self.model.build((None, 5))
-        self.optimizer = self.model.optimizer
-        self.optimizer.build(self.model.trainable_variables)
-        self.tail, self.call_size = tail, CallSize(1)
-        self.micro_steps_in_window = tf.Variable(0, dtype=tf.int64)
-
-    def accumulation_steps_for(self, epoch):
-        return 2
-
-    @property
-    def stop_training(self):
-        return bool(getattr(self.model, "stop_training", False))
-
-    @stop_training.setter
-    def stop_training(self, value):
-        self.model.stop_training = value
+def stand_in(tail="flush"):
+    """What fit is given: a model, its optimizer, a (scripted) window loop and the rest."""
+    model = make_mlp()
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.build((None, 5))
+    model.optimizer.build(model.trainable_variables)
+    return fitting.Training(model, model.optimizer, ScriptedLoop(), CallSize(1), lambda epoch: 2,
+                            Tail(tail), tf.Variable(0, dtype=tf.int64))
 
 
 class Events(keras.callbacks.Callback):
@@ -89,7 +86,7 @@ def fit(trainer, feed, epochs=2, callbacks=(), updates=()):
 
 
 def test_applied_windows_become_updates_and_batch_events():
-    trainer, events, seen = StandInTrainer(), Events(), []
+    trainer, events, seen = stand_in(), Events(), []
     epoch = [[result()], [result(), result(exhausted=True, rows=4.0, micro_steps=1)]]
     feed = ScriptedFeed([epoch, epoch])
     history = fit(trainer, feed, callbacks=[events], updates=[seen.append])
@@ -107,13 +104,13 @@ def test_applied_windows_become_updates_and_batch_events():
 
 
 def test_a_window_not_applied_is_not_recorded():
-    trainer = StandInTrainer(tail="drop")
+    trainer = stand_in(tail="drop")
     feed = ScriptedFeed([[[result(), result(applied=False, due=False, exhausted=True)]]])
     assert len(fit(trainer, feed, epochs=1)) == 1
 
 
 def test_a_non_finite_window_raises_after_calling_on_train_end():
-    trainer, events = StandInTrainer(), Events()
+    trainer, events = stand_in(), Events()
     feed = ScriptedFeed([[[result(), result(applied=False, finite=False, loss=float("nan"))]]])
     with pytest.raises(NonFiniteUpdate) as caught:
         fit(trainer, feed, epochs=1, callbacks=[events])
@@ -125,14 +122,14 @@ def test_an_empty_epoch_is_an_error_naming_x():
     feed = ScriptedFeed([[[result(applied=False, due=False, exhausted=True, micro_steps=0)]]])
     feed.epochs[0][0] = [WindowResult(False, False, True, True, 0.0, 0.0, 0, 0, 2, 0.0).pack()]
     with pytest.raises(ValueError, match="`x` is empty"):
-        fit(StandInTrainer(), feed, epochs=1)
+        fit(stand_in(), feed, epochs=1)
 
 
 def test_stop_training_ends_fit_after_the_call_that_set_it():
-    trainer = StandInTrainer()
+    trainer = stand_in()
 
     def stop(update):
-        trainer.stop_training = True
+        trainer.model.stop_training = True
 
     epoch = [[result()], [result(exhausted=True)]]
     history = fit(trainer, ScriptedFeed([epoch, epoch]), updates=[stop])

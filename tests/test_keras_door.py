@@ -119,7 +119,10 @@ def foreign_private_reads(path, own, members):
 
 def foreign_reads(root):
     paths = sorted(root.rglob("*.py"))
-    own, members = gaviz_private_names(paths), gaviz_private_names(paths, members_only=True)
+    # What the doors assign is Keras's or TensorFlow's name (``optimizer._learning_rate
+    # = ...``), not gaviz's own: counted as gaviz's, a read of it elsewhere would hide.
+    ours = [path for path in paths if path.name not in DOORS]
+    own, members = gaviz_private_names(ours), gaviz_private_names(ours, members_only=True)
     found = {str(path.relative_to(root)): foreign_private_reads(path, own, members)
              for path in paths if path.name not in DOORS}
     return {path: names for path, names in found.items() if names}
@@ -132,12 +135,18 @@ def test_no_other_module_reads_a_private_name_of_keras_or_tensorflow():
 
 def test_the_door_check_sees_getattr_and_attributes(tmp_path):
     (tmp_path / "ours.py").write_text("class Ours:\n    def __init__(self):\n        self._state = 1\n")
+    (tmp_path / "_keras.py").write_text(
+        "def set_learning_rate_source(optimizer, source):\n"
+        "    optimizer._learning_rate = source\n")
     (tmp_path / "reader.py").write_text(
         "def _compile_config(model):\n"
         "    return getattr(model, '_compile_config', None), model.extended._num_workers\n"
         "def fine(ours, point):\n"
-        "    return ours._state, getattr(ours, '_state'), point._replace(x=1), _compile_config\n")
-    assert foreign_reads(tmp_path) == {"reader.py": [(2, "_compile_config"), (2, "_num_workers")]}
+        "    return ours._state, getattr(ours, '_state'), point._replace(x=1), _compile_config\n"
+        "def leaks(inner):\n"
+        "    return getattr(inner, '_learning_rate', None)\n")
+    assert {path: sorted(names) for path, names in foreign_reads(tmp_path).items()} == {
+        "reader.py": [(2, "_compile_config"), (2, "_num_workers"), (6, "_learning_rate")]}
 
 
 def test_no_other_module_imports_from_keras_src():

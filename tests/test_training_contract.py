@@ -169,9 +169,9 @@ def test_checkpoint_mid_window_resumes_exactly(micro, tmp_path):
     tf.train.Checkpoint(trainer=lost).restore(path).assert_consumed()
     assert int(lost.optimizer.iterations.numpy()) == 2
     lost.state.micro_steps_in_window.assign(0)
-    state = lost.state
-    for variable in [*lost.accumulators, state.window_loss_sum, state.window_sample_count,
-                     state.window_normalizer, state.window_rows]:
+    carried = lost.state.window
+    for variable in [*lost.accumulators, carried.loss_sum, carried.sample_count,
+                     carried.normalizer, carried.rows]:
         variable.assign(tf.zeros_like(variable))
     lost.fit(ds, epochs=1)
     assert max_weight_difference(lost.model, uninterrupted.model) > 1e-4

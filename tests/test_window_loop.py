@@ -1,5 +1,5 @@
 """The window loop built from its parts (gaviz.training.window_loop), with no trainer:
-a micro-step, a window update, a state, a strategy, hooks and a rule."""
+a micro-step, a window cycle, a state, a strategy, hooks and a rule."""
 
 import keras
 import pytest
@@ -8,12 +8,12 @@ from helpers import clone, make_mlp
 from reference import dataset_of, group_windows, max_weight_difference, micro_batches, train_big_batches
 
 from gaviz.training import rules
-from gaviz.training.micro_step import MicroStep
+from gaviz.training.micro_step import MicroStep, WeightPenalty
 from gaviz.training.objective import Objective
 from gaviz.training.state import TrainerState
 from gaviz.training.window import WindowResult
+from gaviz.training.window_cycle import WindowCycle
 from gaviz.training.window_loop import Hooks, WindowLoop, start_afresh
-from gaviz.training.window_update import WindowUpdate
 
 K, LR = 3, 0.1
 SIZES = [4, 6, 3, 5, 2, 7, 4]  # ragged, 7 micro-batches: two full windows and a tail of 1
@@ -36,9 +36,10 @@ def build_loop(model, micro, hooks=Hooks(), rule=rules.EXACT, tail="flush"):
     state = TrainerState(strategy)
     state.build(model.trainable_variables, carry=tail == "carry" or rule.sums_outlive_updates)
     optimizer.build(model.trainable_variables)
-    update = WindowUpdate(model, optimizer, objective, rule, state.skipped_windows)
-    return WindowLoop(MicroStep(model, optimizer, objective), update, state, strategy, hooks,
-                      rule, tail, capacity=8)
+    micro_step = MicroStep(model, optimizer, objective)
+    cycle = WindowCycle(optimizer, micro_step.variables, rule, penalty=WeightPenalty(model),
+                        skipped_windows=state.skipped_windows)
+    return WindowLoop(micro_step, cycle, state, strategy, hooks, rule, tail, capacity=8)
 
 
 def run_epoch(loop, micro, max_windows=8):
@@ -63,7 +64,7 @@ def test_the_loop_alone_equals_big_batches(micro, tail, updates):
     assert [r.rows for r in results] == [13.0, 14.0, 4.0]
     train_big_batches(reference, keras.optimizers.SGD(LR), keras.losses.MeanSquaredError(reduction=None),
                       group_windows(micro, K, tail, 1))
-    assert int(loop.window_update.optimizer.iterations.numpy()) == updates
+    assert int(loop.cycle.optimizer.iterations.numpy()) == updates
     assert max_weight_difference(model, reference) < 1e-6
     assert int(loop.state.micro_step.numpy()) == len(SIZES) and loop.tracing_count == 1
 
@@ -82,7 +83,7 @@ def test_a_carried_window_waits_in_the_state_for_the_next_epoch(micro):
     results = run_epoch(loop, micro)
     assert [r.applied for r in results] == [True, True, False]
     assert int(loop.state.micro_steps_in_window.numpy()) == 1
-    assert float(loop.state.window_rows.read_value()) == 4.0
+    assert float(loop.state.window.rows.read_value()) == 4.0
     first = run_epoch(loop, micro)[0]
     assert first.applied and first.micro_steps == 3 and first.consumed == 2
 
@@ -105,7 +106,7 @@ def test_the_hooks_are_called_where_the_loop_says(micro):
 def test_the_rule_steps_the_optimizer_on_every_micro_batch_when_it_says_so(micro):
     loop = build_loop(make_mlp(), micro, rule=rules.Rule(apply_each_micro_batch=True))
     run_epoch(loop, micro)
-    assert int(loop.window_update.optimizer.iterations.numpy()) == len(SIZES) + 3
+    assert int(loop.cycle.optimizer.iterations.numpy()) == len(SIZES) + 3
 
 
 def test_the_rules_next_window_decides_what_the_next_window_starts_from(micro):
@@ -117,4 +118,4 @@ def test_the_rules_next_window_decides_what_the_next_window_starts_from(micro):
     run_epoch(loop, micro)
     # The state keeps the sums between calls, and they were never zeroed.
     assert loop.state.carries
-    assert float(tf.reduce_sum(tf.abs(loop.state.accumulators[0]))) > 0
+    assert float(tf.reduce_sum(tf.abs(loop.state.window.gradient_sums[0]))) > 0

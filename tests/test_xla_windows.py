@@ -42,7 +42,7 @@ def test_the_whole_call_is_one_xla_program(regression_data):
     trainer.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0)
     arrays = (tf.constant(x), tf.constant(y))
     order = tf.range(len(x), dtype=tf.int64)
-    hlo = trainer.array_window_function.experimental_get_compiler_ir(
+    hlo = trainer.window_loop.array_windows.experimental_get_compiler_ir(
         arrays, order, B, len(x), tf.constant(4), tf.constant(K, tf.int64)
     )(stage="hlo")
     # One program holding the window loop, the micro-steps' matrix products

@@ -28,7 +28,8 @@ from typing import Callable, Mapping
 import keras
 import tensorflow as tf
 
-from gaviz.training import checks
+from gaviz import _keras
+from gaviz.training import checks, optimizers
 from gaviz.training.rules import EXACT, Rule
 from gaviz.training.trainer import AccumulationTrainer
 from gaviz.training.window import WindowSums
@@ -109,9 +110,9 @@ class OptimizerRefused(ValueError):
 
 def require_schedule(optimizer) -> None:
     """Raises unless ``optimizer``'s learning rate is a schedule: a constant one shows nothing."""
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    if not isinstance(getattr(inner, "_learning_rate", None),
-                      keras.optimizers.schedules.LearningRateSchedule):
+    inner = optimizers.inner(optimizer)
+    source = None if inner is None else _keras.learning_rate_source(inner)
+    if not isinstance(source, keras.optimizers.schedules.LearningRateSchedule):
         raise OptimizerRefused(
             "`optimizer` must have a learning-rate schedule "
             "(keras.optimizers.schedules.LearningRateSchedule) for SchedulePerMicroStep "
@@ -122,8 +123,7 @@ def require_schedule(optimizer) -> None:
 
 def require_clipping(optimizer) -> None:
     """Raises unless ``optimizer`` clips: per-micro-batch clipping shows nothing otherwise."""
-    clips = ("global_clipnorm", "clipnorm", "clipvalue")
-    if not any(getattr(optimizer, name, None) for name in clips):
+    if not optimizers.clipping(optimizer):
         raise OptimizerRefused(
             "`optimizer` must clip (global_clipnorm, clipnorm or clipvalue) for "
             "PerMicroBatchClipping to show anything. Received an optimizer without "
@@ -134,8 +134,7 @@ def require_clipping(optimizer) -> None:
 
 def require_moving_average(optimizer) -> None:
     """Raises unless ``optimizer`` keeps a moving average of the weights (``use_ema=True``)."""
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    if not getattr(inner, "use_ema", False):
+    if not getattr(optimizers.inner(optimizer), "use_ema", False):
         raise OptimizerRefused(
             "`optimizer` must keep a moving average of the weights (use_ema=True) for "
             "EmaPerMicroStep to show anything. Received an optimizer with use_ema=False.",

@@ -12,10 +12,14 @@ partial window included, and counts a term that does not depend on the batch
 ``gradient_accumulation_steps``, optax's ``MultiSteps``, Accelerate) is the
 mean of micro-batch means.
 
-The sums live in ``tf.Variable``s (replica-local under a strategy), so a
-window may span ``tf.function`` calls, ``strategy.run`` calls and
-``Model.fit``'s steps, and is saved in a checkpoint. The arithmetic is
-:mod:`gaviz.training.window`'s, as in the trainer.
+The sums live in ``tf.Variable``s (replica-local under a strategy, a
+:class:`~gaviz.training.window_cycle.WindowStore`), so a window may span
+``tf.function`` calls, ``strategy.run`` calls and ``Model.fit``'s steps,
+and is saved in a checkpoint. The rest of a window's life (the reduction
+across replicas, the divisor, the checks, the update and its skip under a
+loss scale, the reset) is the trainer's own
+(:class:`~gaviz.training.window_cycle.WindowCycle`); only how a refused window
+is said is this module's.
 
 As the big batch's update would, an update leaves out a variable that had no
 gradient (None) in the whole window, and a window is refused (discarded, not
@@ -27,21 +31,23 @@ is recorded and raised by the next call made outside XLA.
 
 from __future__ import annotations
 
-import functools
-
 import keras
 import numpy as np
 import tensorflow as tf
 
-from gaviz.training import checks, sparse_gradients, window
+from gaviz.training import checks, optimizers, sparse_gradients, window
 from gaviz.training.history import NonFiniteUpdate
-from gaviz.training.window_update import apply_to, when
-
-# What becomes of a window that was due: its verdict, an int32 in the graph.
-# A refused window is discarded; its verdict - 1 indexes
-# ``Accumulator.unreported_refusals``.
-_NOT_DUE, _APPLIED, _BAD_COUNT, _NOT_FINITE, _UNFORESEEN_GRADIENTS = -1, 0, 1, 2, 3
-_REFUSALS = (_BAD_COUNT, _NOT_FINITE, _UNFORESEEN_GRADIENTS)
+from gaviz.training.window_cycle import (
+    APPLIED,
+    BAD_COUNT,
+    NOT_DUE,
+    NOT_FINITE,
+    REFUSALS,
+    WindowCycle,
+    WindowStore,
+    all_reduce,
+    reduced,
+)
 
 #: The most sets of variables with a gradient that one traced update chooses
 #: among (each is a branch holding a whole optimizer step).
@@ -144,29 +150,31 @@ class Accumulator(tf.Module):
         self.strategy = _checked_strategy(strategy, self.trained_variables)
         _check_clipping(optimizer, self.strategy)
         self.optimizer = optimizer
-        self._loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         self._sparse_said = False
         # Which variables had a gradient, once per kind of micro-step added so
         # far (traced or eager): what a traced update must be ready for.
         self._add_patterns: set[frozenset] = set()
         self._apply_graphs = {}  # eager apply() under a strategy: one graph per pattern
         self._graph_traced = False  # a graph may have counted unreported refusals
+        # Variables left out of an update are not handed to the optimizer: their
+        # None came from the caller, who knows (Keras would warn at every update).
+        self.cycle = WindowCycle(optimizer, lambda: self.trained_variables,
+                                 hands_left_out=False)
+        self.window = WindowStore(self.strategy, "window")
         with self.strategy.scope():
             if not optimizer.built:
                 optimizer.build(self.trained_variables)
-            self.gradient_sums = [
-                _replica_local(tf.zeros(v.shape, window.accumulator_dtype(v)), _sum_name(v))
-                for v in self.trained_variables
-            ]
-            self.window_count = _replica_local(0.0, "window_count")
-            self.invalid_counts = _replica_local(0.0, "invalid_counts")
-            self.micro_steps_in_window = _same_on_every_replica(0, tf.int64,
-                                                                "micro_steps_in_window")
-            self.had_gradient = _same_on_every_replica(
-                [False] * len(self.trained_variables), tf.bool, "had_gradient")
+            self.window.build(self.trained_variables)
             self.unreported_refusals = tf.Variable(
-                tf.zeros([len(_REFUSALS)], tf.int64), trainable=False,
+                tf.zeros([len(REFUSALS)], tf.int64), trainable=False,
                 name="unreported_refusals")
+
+    # The window's variables, by the names this class has always given them.
+    gradient_sums = property(lambda self: self.window.gradient_sums)
+    window_count = property(lambda self: self.window.normalizer)
+    micro_steps_in_window = property(lambda self: self.window.micro_steps)
+    had_gradient = property(lambda self: self.window.had_gradient)
+    invalid_counts = property(lambda self: self.window.invalid_counts)
 
     # ----------------------------------------------------------------- public
 
@@ -333,21 +341,8 @@ class Accumulator(tf.Module):
         micro = window.of_mean(gradients, count * float(replicas), self.trained_variables)
         micro = micro._replace(sample_count=count, normalizer=count)
         with tf.control_dependencies([check]):
-            total = window.add(self._window_sums(), micro)
-            for variable, value in zip(self.gradient_sums, total.gradients):
-                variable.assign(value)
-            self.window_count.assign(total.normalizer)
-            self.invalid_counts.assign_add(1.0 - tf.cast(valid, tf.float32))
-            present = tf.constant([g is not None for g in gradients])
-            self.had_gradient.assign(tf.logical_or(self.had_gradient.read_value(), present))
-            self.micro_steps_in_window.assign_add(1)
-
-    def _window_sums(self):
-        """This replica's window, as :class:`gaviz.training.window.WindowSums`."""
-        count = self.window_count.read_value()
-        zero = tf.constant(0.0)
-        return window.WindowSums([t.read_value() for t in self.gradient_sums], zero, count,
-                                 count, zero)
+            self.window.add(micro, invalid=1.0 - tf.cast(valid, tf.float32),
+                            reached=tf.constant([g is not None for g in gradients]))
 
     # ---------------------------------------------------------- updating
 
@@ -379,45 +374,48 @@ class Accumulator(tf.Module):
         return self._apply_graphs[pattern]
 
     def _verdict_if(self, strategy, is_due, patterns=None):
-        """In cross-replica context: the window's verdict (``_NOT_DUE`` where
+        """In cross-replica context: the window's verdict (``NOT_DUE`` where
         ``is_due()`` does not hold), updating from it and emptying it if due."""
         patterns = self._patterns() if patterns is None else patterns
         return tf.cond(is_due(), lambda: self._update(strategy, patterns),
-                       lambda: tf.constant(_NOT_DUE))
+                       lambda: tf.constant(NOT_DUE))
 
     def _update(self, strategy, patterns):
-        """Applies the window unless it is refused, then empties it.
-
-        The checks are all-reduced once (the window's count, and whether any
-        replica's sums are not finite or a count was invalid), and every
-        replica decides from the same numbers. The update steps the variables
-        of the pattern (in ``patterns``) that had a gradient in the window.
-        """
-        totals = strategy.extended.call_for_each_replica(self._replica_checks)
-        count, not_finite, invalid = tf.unstack(strategy.experimental_local_results(totals)[0])
+        """The window's cycle, in cross-replica context: its checks (count,
+        finite, invalid counts) all-reduced once and judged; each replica's
+        share finished over the window's count and applied unless refused
+        (the variables of the pattern that had a gradient; the optimizer sums
+        the shares); then emptied."""
+        count, not_finite, invalid = tf.unstack(reduced(strategy, self._replica_checks))
         chosen = self._chosen_pattern(patterns)
-        verdict = tf.constant(_APPLIED)
-        verdict = tf.where(chosen == len(patterns), _UNFORESEEN_GRADIENTS, verdict)
-        if not self._loss_scaled:  # with a loss scale, the optimizer skips the window itself
-            verdict = tf.where(not_finite > 0, _NOT_FINITE, verdict)
-        verdict = tf.where(tf.logical_or(invalid > 0, tf.logical_not(count > 0)), _BAD_COUNT,
-                           verdict)
-        branches = [functools.partial(self._apply_pattern, strategy, p, totals) for p in patterns]
-        when(tf.equal(verdict, _APPLIED),
-             branches[0] if len(branches) == 1 else lambda: tf.switch_case(chosen, branches))
+        finite = tf.constant(True) if self.cycle.loss_scaled else not_finite == 0
+        verdict = self.cycle.judge(tf.constant(True), finite, count, invalid,
+                                   foreseen=chosen < len(patterns))
+        steps = self.micro_steps_in_window.read_value()
+
+        def share():
+            sums = self.window.read()
+            if self.cycle.loss_scaled and strategy.num_replicas_in_sync > 1:
+                # The loss scale checks one replica's share: every replica
+                # skips, not only those whose share overflowed.
+                sums = sums._replace(gradients=[tf.where(not_finite > 0, g * float("nan"), g)
+                                                for g in sums.gradients])
+            return self.cycle.finish(sums, steps, self.accumulation_steps, count).gradients
+
+        self.cycle.apply(tf.equal(verdict, APPLIED), share, patterns, chosen, per_replica=strategy)
         strategy.extended.call_for_each_replica(self._replica_empty)
         return verdict
 
     def _replica_checks(self):
         """``[count, not finite, invalid counts]`` of the window, summed over replicas."""
-        context = tf.distribute.get_replica_context()
-        sums = [t.read_value() for t in self.gradient_sums]
-        totals = tf.stack([self.window_count.read_value(),
-                           1.0 - tf.cast(window.all_finite(0.0, sums), tf.float32),
-                           self.invalid_counts.read_value()])
-        if context.num_replicas_in_sync > 1:
-            totals = context.all_reduce(tf.distribute.ReduceOp.SUM, totals)
-        return totals
+        sums = self.window.read()
+        return all_reduce(tf.stack([sums.normalizer,
+                                    1.0 - tf.cast(window.all_finite(0.0, sums.gradients),
+                                                  tf.float32),
+                                    self.window.invalid_counts.read_value()]))
+
+    def _replica_empty(self):
+        self.window.restart(self.cycle.empty(self.window.read()))
 
     def _chosen_pattern(self, patterns):
         """The index in ``patterns`` of the window's variables with a gradient,
@@ -428,37 +426,6 @@ class Accumulator(tf.Module):
         matches = tf.reduce_all(tf.equal(table, flags[tf.newaxis]), axis=1)
         first = tf.argmax(tf.cast(matches, tf.int32), output_type=tf.int32)
         return tf.where(tf.reduce_any(matches), first, len(patterns))
-
-    def _apply_pattern(self, strategy, pattern, totals):
-        strategy.extended.call_for_each_replica(
-            functools.partial(self._replica_apply, pattern), args=(totals,))
-        return tf.constant(True)
-
-    def _replica_apply(self, pattern, totals):
-        """One optimizer step from the window, in replica context, for the
-        variables in ``pattern``.
-
-        Each replica hands the optimizer its own sums over the window's total
-        count, and the optimizer sums them across replicas (its one
-        all-reduce of the gradient): the window's gradient.
-        """
-        context = tf.distribute.get_replica_context()
-        count, not_finite = totals[0], totals[1]
-        sums = [self.gradient_sums[i].read_value() for i in pattern]
-        if self._loss_scaled and context.num_replicas_in_sync > 1:
-            # Every replica skips, not only those whose share overflowed.
-            sums = [tf.where(not_finite > 0, s * float("nan"), s) for s in sums]
-        if pattern:  # a window that gave no variable a gradient updates none
-            apply_to(self.optimizer, window.finish(sums, count),
-                     [self.trained_variables[i] for i in pattern])
-
-    def _replica_empty(self):
-        for total in self.gradient_sums:
-            total.assign(tf.zeros_like(total))
-        self.window_count.assign(0.0)
-        self.invalid_counts.assign(0.0)
-        self.had_gradient.assign(tf.zeros(len(self.trained_variables), tf.bool))
-        self.micro_steps_in_window.assign(0)
 
     # ------------------------------------------------ which variables update
 
@@ -504,19 +471,19 @@ class Accumulator(tf.Module):
         eager call to raise."""
         if tf.executing_eagerly():
             code = int(verdict)
-            if code in _REFUSALS:
+            if code in REFUSALS:
                 raise self._refusal(code, windows=1, compiled=False)
-            return tf.constant(code == _APPLIED)
+            return tf.constant(code == APPLIED)
         self._graph_traced = True
         checks = [tf.raw_ops.Assert(condition=tf.not_equal(verdict, code),
                                     data=[str(self._refusal(code, windows=1, compiled=False))])
-                  for code in _REFUSALS]
+                  for code in REFUSALS]
         with tf.control_dependencies(checks):
             # Runs only where no assertion stopped the call: under XLA. The
             # verdicts that are not refusals index nothing (a row of zeros).
             self.unreported_refusals.assign_add(
-                tf.one_hot(verdict - 1, len(_REFUSALS), dtype=tf.int64))
-        return tf.equal(verdict, _APPLIED)
+                tf.one_hot(verdict - 1, len(REFUSALS), dtype=tf.int64))
+        return tf.equal(verdict, APPLIED)
 
     def _raise_unreported(self):
         """Eagerly, raises what calls compiled by XLA refused since the last
@@ -526,19 +493,19 @@ class Accumulator(tf.Module):
         counted = self.unreported_refusals.numpy()
         if counted.any():  # one reason per call, each said once
             index = int(np.flatnonzero(counted)[0])
-            self.unreported_refusals.assign(tf.where(tf.range(len(_REFUSALS)) == index,
+            self.unreported_refusals.assign(tf.where(tf.range(len(REFUSALS)) == index,
                                                      tf.constant(0, tf.int64), counted))
-            raise self._refusal(_REFUSALS[index], windows=int(counted[index]), compiled=True)
+            raise self._refusal(REFUSALS[index], windows=int(counted[index]), compiled=True)
 
     def _refusal(self, code, windows: int, compiled: bool) -> Exception:
         """The error that says a window (or ``windows``) was refused for ``code``."""
         where = ("in calls compiled by XLA (jit_compile=True), which drops assertions, "
                  if compiled else "")
         refused = f"{windows} window{'s' if windows > 1 else ''} {where}"
-        if code == _NOT_FINITE:
+        if code == NOT_FINITE:
             return NonFiniteWindow(int(self.optimizer.iterations.numpy())
                                    if tf.executing_eagerly() else None, refused)
-        if code == _BAD_COUNT:
+        if code == BAD_COUNT:
             return ValueError(
                 f"`count` must be {_count_expected(self.strategy.num_replicas_in_sync)} for "
                 "every micro-batch, and a window's total count > 0: what the micro-batches' "
@@ -735,9 +702,7 @@ def _count_expected(replicas: int) -> str:
 def _check_clipping(optimizer, strategy):
     """Keras clips each replica's share of a gradient before it sums them
     across replicas: not the window's gradient. Refused rather than changed."""
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    clipping = [name for name in ("clipnorm", "clipvalue", "global_clipnorm")
-                if getattr(inner, name, None) is not None]
+    clipping = optimizers.clipping(optimizer)
     if clipping and strategy.num_replicas_in_sync > 1:
         raise ValueError(
             f"`optimizer` clips gradients ({', '.join(clipping)}) under a strategy of "
@@ -746,25 +711,6 @@ def _check_clipping(optimizer, strategy):
             "would not be the big batch's. Clip in one replica's loop, or use "
             "gaviz.AccumulationTrainer, which clips the window's gradient."
         )
-
-
-def _same_on_every_replica(initial_value, dtype, name):
-    """A variable each replica updates alike (every replica adds the same
-    pattern of gradients); read across replicas, the first replica's."""
-    return tf.Variable(
-        initial_value, dtype=dtype, trainable=False, name=name,
-        synchronization=tf.VariableSynchronization.ON_READ,
-        aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-    )
-
-
-def _replica_local(initial_value, name):
-    """A variable each replica updates on its own; read across replicas, the sum."""
-    return tf.Variable(
-        initial_value, trainable=False, name=name,
-        synchronization=tf.VariableSynchronization.ON_READ,
-        aggregation=tf.VariableAggregation.SUM,
-    )
 
 
 def _name(variable) -> str:
@@ -777,7 +723,3 @@ def _names(variables, shown: int = 6) -> str:
     if len(variables) > shown:
         names.append(f"and {len(variables) - shown} more")
     return ", ".join(names) or "none"
-
-
-def _sum_name(variable) -> str:
-    return "gradient_sum_" + _name(variable).replace("/", "_").replace(":", "_")

@@ -8,10 +8,11 @@ whether the data ends, the epoch's length in updates (``steps_per_epoch``)
 and the validation data (``validation_split``'s rows, or
 ``validation_data``). Nothing else inspects ``x``.
 
-Each epoch is a function ``call(max_windows, accumulation_steps) -> (rows,
-done)`` that runs windows of the data's next micro-batches. A feed is given
-the window functions and the array cursor (:class:`WindowFunctions`), not
-the trainer.
+Each epoch is a pass over the data, described, not run: an
+:class:`~gaviz.training.sources.IteratorPass` (a fresh iterator) or an
+:class:`~gaviz.training.sources.ArrayPass` (the arrays and this epoch's row order). The window loop runs it
+(:meth:`gaviz.training.window_loop.WindowLoop.start`); a feed knows nothing
+of the trainer or its graph.
 
 - :class:`DatasetFeed`: a ``tf.data.Dataset`` of micro-batches (distributed
   when the strategy has several replicas or workers); a Keras ``PyDataset``
@@ -22,31 +23,16 @@ the trainer.
 from __future__ import annotations
 
 import types
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from gaviz import _keras, _tensorflow
-from gaviz.training import checks, preprocessing, sources
-
-
-class WindowFunctions(NamedTuple):
-    """What a feed calls to run windows.
-
-    Attributes:
-        for_iterator: ``iterator -> concrete function (iterator, max_windows,
-            accumulation_steps) -> (rows, done)``.
-        for_arrays: the ``tf.function`` ``(arrays, order, batch_size, rows,
-            max_windows, accumulation_steps) -> (rows, done)``.
-        array_cursor: the int64 variable holding the next row of an epoch's
-            order (the array function reads and advances it).
-    """
-
-    for_iterator: Callable
-    for_arrays: Callable
-    array_cursor: tf.Variable
+from gaviz._arguments import check_positive_int
+from gaviz.training import data_checks, preprocessing
+from gaviz.training.sources import ArrayPass, IteratorPass
 
 
 class FitData(NamedTuple):
@@ -68,24 +54,7 @@ class FitData(NamedTuple):
 BATCHED = (tf.data.Dataset, keras.utils.PyDataset, types.GeneratorType)
 
 
-def updates_per_epoch(micro_batches: int | None, accumulation_steps: int, tail: str,
-                      carried: int = 0) -> int | None:
-    """Updates in an epoch of ``micro_batches`` (None when unknown).
-
-    ``"flush"`` applies the partial window, ``"drop"`` discards it; with
-    ``"carry"`` the epoch's windows continue the ``carried`` micro-batches of
-    the window left open by the epoch before.
-    """
-    if micro_batches is None:
-        return None
-    if tail == "flush":
-        return -(-micro_batches // accumulation_steps)
-    if tail == "carry":
-        return (carried + micro_batches) // accumulation_steps
-    return micro_batches // accumulation_steps
-
-
-def make_feed(data: FitData, model, strategy, windows: WindowFunctions, targets: bool = True):
+def make_feed(data: FitData, model, strategy, targets: bool = True):
     """A :class:`DatasetFeed` or an :class:`ArrayFeed` for ``fit``'s data,
     turned into micro-batches by Keras's own data adapters, as ``Model.fit``
     turns them into batches (``class_weight`` included), after
@@ -98,20 +67,19 @@ def make_feed(data: FitData, model, strategy, windows: WindowFunctions, targets:
     Raises:
         TypeError, ValueError: the arguments do not describe micro-batches.
     """
-    steps_per_epoch = data.steps_per_epoch
-    if steps_per_epoch is not None:
-        steps_per_epoch = checks.check_positive_int("steps_per_epoch", steps_per_epoch)
+    if data.steps_per_epoch is not None:
+        data = data._replace(
+            steps_per_epoch=check_positive_int("steps_per_epoch", data.steps_per_epoch))
     preprocess = preprocessing.preprocess_samples(model)
     if not isinstance(data.x, BATCHED) and preprocess is None:
         for name in ("x", "y", "sample_weight"):
-            checks.check_array_dtypes(name, getattr(data, name))
+            data_checks.check_array_dtypes(name, getattr(data, name))
     data = _split_validation(data, raw=preprocess is not None)
     if preprocess is not None:
-        feed = _preprocessed(data, model, strategy, windows, targets, preprocess)
+        feed = _preprocessed(data, model, strategy, targets, preprocess)
     else:
-        feed = _micro_batches(data, model, strategy, windows, targets)
-    checks.check_epoch_ends(feed.endless(), steps_per_epoch)
-    feed.steps_per_epoch, feed.validation_data = steps_per_epoch, data.validation_data
+        feed = _micro_batches(data, model, strategy, targets)
+    data_checks.check_epoch_ends(feed.endless(), feed.steps_per_epoch)
     return feed
 
 
@@ -146,15 +114,15 @@ def _split_validation(data: FitData, raw: bool = False) -> FitData:
     return data._replace(x=x, y=y, sample_weight=sample_weight, validation_data=validation_data)
 
 
-def _micro_batches(data: FitData, model, strategy, windows, targets):
+def _micro_batches(data: FitData, model, strategy, targets):
     """The feed for ``data``'s kind: a dataset, a PyDataset or generator, or arrays."""
     x, class_weight = data.x, data.class_weight
     if isinstance(x, tf.data.Dataset):
         _check_batched_already(data, "a tf.data.Dataset")
-        checks.check_dataset(x, model, name="x", targets=targets)
+        data_checks.check_dataset(x, model, name="x", targets=targets)
         if class_weight is not None:
             x = x.map(_keras.make_class_weight_map_fn(class_weight))
-        return DatasetFeed(x if targets else _paired(x), strategy, windows)
+        return DatasetFeed(data, x if targets else _paired(x), strategy)
     if isinstance(x, (keras.utils.PyDataset, types.GeneratorType)):
         _check_batched_already(
             data, "a PyDataset" if isinstance(x, keras.utils.PyDataset) else "a generator"
@@ -162,7 +130,7 @@ def _micro_batches(data: FitData, model, strategy, windows, targets):
         adapter = _keras.get_data_adapter(x, class_weight=class_weight,
                                           shuffle=bool(data.shuffle))
         dataset = adapter.get_tf_dataset()
-        return DatasetFeed(dataset if targets else _paired(dataset), strategy, windows,
+        return DatasetFeed(data, dataset if targets else _paired(dataset), strategy,
                            adapter.on_epoch_end)
     if isinstance(x, tuple):
         raise TypeError(
@@ -170,19 +138,18 @@ def _micro_batches(data: FitData, model, strategy, windows, targets):
             "dict or list of arrays) given with `y`. Received: a tuple; pass "
             "fit(x, y, batch_size=...) or a tf.data.Dataset."
         )
-    batch_size = 32 if data.batch_size is None else data.batch_size
-    batch_size = checks.check_positive_int("batch_size", batch_size)
+    batch_size = _micro_batch_size(data)
     sample_weight = data.sample_weight
     if class_weight is not None:
         sample_weight = _class_weights(data.y, sample_weight, class_weight)
-    arrays, rows = sources.as_arrays(x, data.y, sample_weight, targets)
+    arrays, rows = as_arrays(x, data.y, sample_weight, targets)
     if _distributed(strategy):
         dataset = _array_dataset(arrays, rows, batch_size, data.shuffle)
-        return DatasetFeed(dataset, strategy, windows, micro_batch_size=batch_size)
-    return ArrayFeed(arrays, rows, batch_size, bool(data.shuffle), windows)
+        return DatasetFeed(data, dataset, strategy, micro_batch_size=batch_size)
+    return ArrayFeed(data, arrays, rows, batch_size)
 
 
-def _preprocessed(data: FitData, model, strategy, windows, targets, preprocess):
+def _preprocessed(data: FitData, model, strategy, targets, preprocess):
     """The feed of a KerasHub task: its raw micro-batches (arrays cut into
     ``batch_size`` rows, a dataset's elements, a PyDataset's or generator's
     batches) through the task's ``preprocess_samples``, then ``class_weight``,
@@ -198,17 +165,20 @@ def _preprocessed(data: FitData, model, strategy, windows, targets, preprocess):
         adapter = _keras.get_data_adapter(x, shuffle=bool(data.shuffle))
         raw, end_epoch = adapter.get_tf_dataset(), adapter.on_epoch_end
     else:
-        batch_size = checks.check_positive_int(
-            "batch_size", 32 if data.batch_size is None else data.batch_size
-        )
+        batch_size = _micro_batch_size(data)
         raw = preprocessing.raw_micro_batches(x, data.y, data.sample_weight, batch_size,
                                               bool(data.shuffle))
     dataset = preprocessing.apply(raw, preprocess)
-    checks.check_preprocessed(dataset, type(model).__name__, targets)
+    data_checks.check_preprocessed(dataset, type(model).__name__, targets)
     if data.class_weight is not None:
         dataset = dataset.map(_keras.make_class_weight_map_fn(data.class_weight))
-    return DatasetFeed(dataset if targets else _paired(dataset), strategy, windows,
-                       end_epoch, micro_batch_size=batch_size)
+    return DatasetFeed(data, dataset if targets else _paired(dataset), strategy, end_epoch,
+                       micro_batch_size=batch_size)
+
+
+def _micro_batch_size(data: FitData) -> int:
+    """The micro-batch size of arrays: ``batch_size``, 32 by default (as Keras's)."""
+    return check_positive_int("batch_size", 32 if data.batch_size is None else data.batch_size)
 
 
 def _paired(dataset):
@@ -246,23 +216,27 @@ def _class_weights(y, sample_weight, class_weight):
 
 
 class Feed:
-    """What every feed answers besides its epochs (:func:`make_feed` sets the
-    last two from ``fit``'s arguments).
+    """What every feed answers about ``fit``'s data, besides its epochs.
 
-    Attributes:
+    Args:
+        data: ``fit``'s data arguments (after ``validation_split``).
         micro_batch_size: rows per micro-batch of arrays; None for data that
             comes batched already.
+
+    Attributes:
+        micro_batch_size: as given.
         steps_per_epoch: updates per epoch, or None: an epoch is a pass.
         validation_data: ``validation_data``, or the rows ``validation_split``
             took from the arrays, or None.
     """
 
-    micro_batch_size: int | None = None
-    steps_per_epoch: int | None = None
-    validation_data = None
-
     #: Micro-batches a probe of a dataset reads at most.
     PROBE_MICRO_BATCHES = 8
+
+    def __init__(self, data: FitData, micro_batch_size: int | None = None):
+        self.micro_batch_size = micro_batch_size
+        self.steps_per_epoch = data.steps_per_epoch
+        self.validation_data = data.validation_data
 
     def probe(self, rows: int):
         """About ``rows`` rows drawn from across the data, as one micro-batch
@@ -290,10 +264,10 @@ class DatasetFeed(Feed):
     ``micro_batch_size``: given when the dataset was made from arrays.
     """
 
-    def __init__(self, dataset, strategy, windows: WindowFunctions, end_epoch=None,
+    def __init__(self, data: FitData, dataset, strategy, end_epoch=None,
                  micro_batch_size: int | None = None):
-        self.dataset, self.windows = dataset, windows
-        self.micro_batch_size = micro_batch_size
+        super().__init__(data, micro_batch_size)
+        self.dataset = dataset
         # A PyDataset's or a generator's batches (with an end_epoch) are read
         # once per epoch; a tf.data pipeline may be read again.
         self.rereadable = end_epoch is None
@@ -302,7 +276,6 @@ class DatasetFeed(Feed):
         self.source = dataset
         if _distributed(strategy):
             self.source = strategy.experimental_distribute_dataset(dataset)
-        self._function = None
         self._first = None
 
     def micro_batches(self) -> int | None:
@@ -331,7 +304,7 @@ class DatasetFeed(Feed):
                 for _ in elements:  # to the end, which completes the cache
                     pass
         if self._first is None:
-            raise ValueError("`x` is empty: the dataset yielded no micro-batches.")
+            raise ValueError(empty_message())
         return self._first
 
     def _probe_pool(self):
@@ -348,22 +321,17 @@ class DatasetFeed(Feed):
         except (ValueError, TypeError, tf.errors.InvalidArgumentError):
             return first
 
-    def epoch(self):
-        """``call(max_windows, k)`` running windows of a fresh pass over the data."""
-        iterator = iter(self.source)
-        if self._function is None:
-            # The traced graph itself: calling it skips matching the iterator
-            # against every trace on each call (its type is the same every epoch).
-            self._function = self.windows.for_iterator(iterator)
-        return lambda max_windows, k: self._function(iterator, max_windows, k)
+    def epoch(self) -> IteratorPass:
+        """A fresh pass over the data."""
+        return IteratorPass(iter(self.source))
 
 
 class ArrayFeed(Feed):
     """Epochs of in-memory arrays, cut into micro-batches inside the graph."""
 
-    def __init__(self, arrays, rows, batch_size, shuffle, windows: WindowFunctions):
-        self.arrays, self.rows = arrays, rows
-        self.micro_batch_size, self.shuffle, self.windows = batch_size, shuffle, windows
+    def __init__(self, data: FitData, arrays, rows, batch_size):
+        super().__init__(data, batch_size)
+        self.arrays, self.rows, self.shuffle = arrays, rows, bool(data.shuffle)
         self.element_spec = tf.nest.map_structure(
             lambda t: None if t is None else tf.TensorSpec((None, *t.shape[1:]), t.dtype), arrays
         )
@@ -384,17 +352,76 @@ class ArrayFeed(Feed):
     def first(self):
         size = min(self.micro_batch_size, self.rows)
         if size == 0:
-            raise ValueError("`x` is empty: it has no rows.")
+            raise ValueError(empty_message(arrays=True))
         return tf.nest.map_structure(lambda t: None if t is None else t[:size], self.arrays)
 
-    def epoch(self):
-        """``call(max_windows, k)`` running windows of this epoch's row order."""
-        self.windows.array_cursor.assign(0)
-        order = sources.epoch_order(self.rows, self.shuffle)
-        function = self.windows.for_arrays
-        return lambda max_windows, k: function(
-            self.arrays, order, self.micro_batch_size, self.rows, max_windows, k
+    def epoch(self) -> ArrayPass:
+        """This epoch's pass: the arrays in a row order of its own."""
+        return ArrayPass(self.arrays, epoch_order(self.rows, self.shuffle),
+                         self.micro_batch_size, self.rows)
+
+
+def empty_message(epoch: int = 1, arrays: bool = False) -> str:
+    """What is said of data that gives no micro-batch in ``epoch`` (from 1)."""
+    if arrays:
+        return "`x` is empty: it has no rows."
+    if epoch == 1:
+        return "`x` is empty: the dataset yielded no micro-batches."
+    return (
+        f"`x` yielded no micro-batches in epoch {epoch}. A dataset that can be "
+        "iterated only once (from a generator, say) needs .cache() or a fresh dataset "
+        "per epoch."
+    )
+
+
+def as_arrays(x, y, sample_weight, targets: bool = True):
+    """``(x, y)`` or ``(x, y, sample_weight)`` as tensors; checks their row counts.
+
+    ``targets``: False for a model whose loss its layers add, for which ``y``
+    may be None (kept as None: the micro-batches are ``(x, None)``).
+
+    Raises:
+        ValueError: ``y`` is missing, or the arguments' first dimensions differ.
+    """
+    if y is None and targets:
+        raise ValueError(
+            "`y` must be given when `x` is an array (or a dict of arrays): the targets, "
+            "one row per row of `x`. Received: y=None. (A tf.data.Dataset of "
+            "(x, y) micro-batches needs no `y`; nor does a model compiled without a loss "
+            "whose layers add it with add_loss.)"
         )
+    parts = (x, y) if sample_weight is None else (x, y, sample_weight)
+    tensors = tf.nest.map_structure(_tensor, parts)
+    counts = {
+        name: {int(t.shape[0]) for t in tf.nest.flatten(part) if t is not None}
+        for name, part in zip(("x", "y", "sample_weight"), tensors)
+    }
+    rows = set().union(*counts.values())
+    if len(rows) != 1:
+        raise ValueError(
+            "`x`, `y` and `sample_weight` must have the same number of rows (samples). "
+            f"Received: rows {counts}"
+        )
+    return tensors, rows.pop()
+
+
+def epoch_order(rows: int, shuffle: bool) -> tf.Tensor:
+    """The rows' order for one epoch: shuffled (numpy's generator, which
+    ``keras.utils.set_random_seed`` seeds) or as given."""
+    order = np.random.permutation(rows) if shuffle else np.arange(rows)
+    return tf.constant(order, tf.int64)
+
+
+def _tensor(value):
+    if value is None:  # no targets
+        return None
+    tensor = tf.convert_to_tensor(value)
+    if tensor.shape.rank == 0:
+        raise ValueError(
+            "`x`, `y` and `sample_weight` must be arrays with one row per sample. "
+            f"Received a scalar: {value!r}"
+        )
+    return tensor
 
 
 def _spread(pool, rows: int):
@@ -409,7 +436,6 @@ def _array_dataset(arrays, rows, batch_size, shuffle):
     if shuffle:
         dataset = dataset.shuffle(rows, reshuffle_each_iteration=True)
     return dataset.batch(batch_size)
-
 
 
 def _distributed(strategy) -> bool:

@@ -1,9 +1,14 @@
 """The Python side of ``fit``: epochs, graph calls, records and callbacks.
 
-Each graph call runs one or more windows and returns one packed
-:class:`~gaviz.training.window.WindowResult` per window; this loop turns them into
-:class:`~gaviz.training.history.Update` records, calls the callbacks, raises on a
-non-finite window, and decides how many windows the next call may run.
+``fit`` is given what it trains (:class:`Training`: the model, its
+optimizer, the window loop, the size of calls, k per epoch, the tail
+policy) and the feed; it never reaches back into the trainer. Fit's data
+runs one way: the feed describes each epoch as a pass, the window loop runs
+it (its sources cut micro-batches, its micro-steps add them), and each
+graph call returns one packed :class:`~gaviz.training.window.WindowResult`
+per window; this loop turns them into :class:`~gaviz.training.history.Update`
+records, calls the callbacks, raises on a non-finite window, and decides how
+many windows the next call may run.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
+from typing import Any, Callable, NamedTuple
 
 import keras
 import tensorflow as tf
@@ -18,13 +24,39 @@ import tensorflow as tf
 from gaviz import _keras, _tensorflow
 from gaviz.training import checks, feeds
 from gaviz.training.history import History, NonFiniteUpdate, Update
+from gaviz.training.tail import Tail
 from gaviz.training.window import WindowResult
 
 
-def fit(trainer, feed, epochs, updates, callbacks, verbose, validation,
+class Training(NamedTuple):
+    """What ``fit`` trains, and with what.
+
+    Attributes:
+        model: the Keras model (``stop_training``, metrics, callbacks' model).
+        optimizer: the optimizer each update steps.
+        window_loop: runs a feed's pass in graph calls
+            (:class:`gaviz.training.window_loop.WindowLoop`).
+        call_size: how many windows the next call may run
+            (:class:`gaviz.training.call_size.CallSize`).
+        accumulation_steps: ``epoch -> k`` (epochs from 1).
+        tail: what becomes of a partial window.
+        open_window: the variable counting the micro-batches of a window a
+            call left open (``tail="carry"``).
+    """
+
+    model: Any
+    optimizer: Any
+    window_loop: Any
+    call_size: Any
+    accumulation_steps: Callable[[int], int]
+    tail: Tail
+    open_window: Any
+
+
+def fit(training: Training, feed, epochs, updates, callbacks, verbose, validation,
         state_watch=None) -> History:
-    """Trains ``trainer`` on ``feed`` for ``epochs`` (a range of epoch numbers
-    counted from 1); see ``AccumulationTrainer.fit``.
+    """Trains on ``feed`` for ``epochs`` (a range of epoch numbers counted from
+    1); see ``AccumulationTrainer.fit``.
 
     With the feed's ``steps_per_epoch``, an epoch is that many updates, and a
     pass over the data goes on across epochs, as in Keras's ``EpochIterator``. A
@@ -37,31 +69,32 @@ def fit(trainer, feed, epochs, updates, callbacks, verbose, validation,
     ``on_train_end`` is called before it propagates.
     """
     verbose = checks.check_verbose(verbose)
+    model = training.model
     steps_per_epoch = feed.steps_per_epoch
-    steps = steps_per_epoch or _updates_per_epoch(trainer, feed, epochs.start)
+    steps = steps_per_epoch or _updates_per_epoch(training, feed, epochs.start)
     history = History()  # Keras's History, as Model.fit adds it, with the updates too
     callback_list = keras.callbacks.CallbackList(
         [*_as_list(callbacks), history], add_history=False, add_progbar=verbose != 0,
-        model=trainer.model, verbose=verbose, epochs=epochs.stop - 1, steps=steps,
+        model=model, verbose=verbose, epochs=epochs.stop - 1, steps=steps,
     )
-    run = _Run(trainer, updates, callback_list, history,
+    run = _Run(training, updates, callback_list, history,
                listening=bool(updates) or bool(callbacks), steps_per_epoch=steps_per_epoch,
                state_watch=state_watch)
     if feed.endless():  # no end of a pass to close a window at: watch for short ones
         run.micro_batch_rows = int(tf.nest.flatten(feed.first())[0].shape[0])
-    trainer.stop_training = False
-    _keras.set_initial_epoch(trainer.model, None)
+    model.stop_training = False
+    _keras.set_initial_epoch(model, None)
     callback_list.on_train_begin()
     # BackupAndRestore, resuming, sets where to start (0-based, as Keras).
-    resume_at = _keras.initial_epoch(trainer.model)
+    resume_at = _keras.initial_epoch(model)
     if resume_at:
         epochs = range(max(resume_at + 1, epochs.start), epochs.stop)
     try:
         for epoch in epochs:
             run.epoch(feed, epoch, validation)
-            if trainer.stop_training:
+            if _stopped(model):
                 break
-        trainer.optimizer.finalize_variable_values(trainer.model.trainable_variables)
+        training.optimizer.finalize_variable_values(model.trainable_variables)
     except BaseException:
         # The model and optimizer hold the last applied update; callbacks
         # that clean up (close files, restore weights) still run.
@@ -69,6 +102,12 @@ def fit(trainer, feed, epochs, updates, callbacks, verbose, validation,
         raise
     callback_list.on_train_end(logs=run.logs)
     return history
+
+
+def _stopped(model) -> bool:
+    """``model.stop_training``: set by a callback, an ``on_update`` function or
+    another thread to end ``fit`` after the current graph call."""
+    return bool(getattr(model, "stop_training", False))
 
 
 def _as_list(callbacks) -> list:
@@ -94,9 +133,9 @@ def _end_after_error(callback_list, logs):
 class _Run:
     """One ``fit`` call's records, callbacks, and the size of its graph calls."""
 
-    def __init__(self, trainer, updates, callback_list, history, listening,
+    def __init__(self, training: Training, updates, callback_list, history, listening,
                  steps_per_epoch=None, state_watch=None):
-        self.trainer = trainer
+        self.training = training
         self.steps_per_epoch = steps_per_epoch
         # With steps_per_epoch: the pass over the data an epoch left unfinished.
         self.open_pass = None
@@ -111,26 +150,28 @@ class _Run:
         self.samples_seen = 0
         self.start = time.perf_counter()
         # The trainer's, so what auto learned carries over to the next fit.
-        self.windows = trainer.call_size
-        self.windows.listening = listening
+        self.call_size = training.call_size
+        self.call_size.listening = listening
 
     def epoch(self, feed, epoch, validation) -> None:
         """One epoch: its windows, then its logs, validation and callbacks."""
-        trainer, model = self.trainer, self.trainer.model
-        k = trainer.accumulation_steps_for(epoch)
-        steps = self.steps_per_epoch or _updates_per_epoch(trainer, feed, epoch)
+        training, model = self.training, self.training.model
+        k = training.accumulation_steps(epoch)
+        steps = self.steps_per_epoch or _updates_per_epoch(training, feed, epoch)
         if steps != self.callbacks.params.get("steps"):  # a schedule of k
             self.callbacks.set_params({**self.callbacks.params, "steps": steps})
-        checks.check_epoch_length(feed.micro_batches(), k, trainer.tail)
+        if feed.micro_batches() is not None:  # known before the epoch: checked now
+            training.tail.check_epoch_length(feed.micro_batches(), k, stacklevel=4)
         model.reset_metrics()
         self.callbacks.on_epoch_begin(epoch - 1)
         consumed = self._windows_of_epoch(feed, epoch, k)
         feed.end_epoch()
-        if consumed == 0 and not trainer.stop_training:
-            raise ValueError(_empty_epoch_message(epoch))
-        # An epoch of steps_per_epoch windows is not a pass: its length says nothing.
-        passed = consumed if self.steps_per_epoch is None else None
-        checks.check_epoch_length(feed.micro_batches() or passed, k, trainer.tail)
+        if consumed == 0 and not _stopped(model):
+            raise ValueError(feeds.empty_message(epoch))
+        if feed.micro_batches() is None and self.steps_per_epoch is None:
+            # Known only now, from the pass (an epoch of steps_per_epoch
+            # windows is not a pass: its length says nothing).
+            training.tail.check_epoch_length(consumed, k, stacklevel=4)
         logs = _logs(model)
         if validation is not None and validation.due(epoch):
             logs.update(validation.run(model, self.callbacks))
@@ -147,15 +188,15 @@ class _Run:
         """
         limit = self.steps_per_epoch
         if limit is None:
-            return self._calls(feed.epoch(), epoch, k)[0]
+            return self._calls(self._start(feed), epoch, k)[0]
         continued = self.open_pass is not None
-        call = self.open_pass or feed.epoch()
+        call = self.open_pass or self._start(feed)
         consumed, windows, ended = self._calls(call, epoch, k, limit)
         if continued and ended and consumed == 0:  # the open pass had no data left
-            call = feed.epoch()
+            call = self._start(feed)
             consumed, windows, ended = self._calls(call, epoch, k, limit)
         self.open_pass = None if ended else call
-        if ended and windows < limit and not self.trainer.stop_training:
+        if ended and windows < limit and not _stopped(self.training.model):
             warnings.warn(
                 f"`x` ran out of data after {windows} of steps_per_epoch={limit} updates "
                 f"in epoch {epoch}, so the epoch ended there (as in Model.fit); the next "
@@ -166,6 +207,10 @@ class _Run:
             )
         return consumed
 
+    def _start(self, feed):
+        """The window loop's calls over the feed's next pass."""
+        return self.training.window_loop.start(feed.epoch())
+
     def _calls(self, call, epoch, k, limit=None) -> tuple[int, int, bool]:
         """Runs windows through ``call(max_windows, k)`` until the data ends, or
         ``limit`` windows (updates due) have run; returns the micro-batches
@@ -173,10 +218,11 @@ class _Run:
         k_tensor = tf.constant(k, tf.int64)
         consumed = step = windows = 0
         ended = False
-        while not self.trainer.stop_training and (limit is None or windows < limit):
+        model = self.training.model
+        while not _stopped(model) and (limit is None or windows < limit):
             self.callbacks.on_train_batch_begin(step)
             started = time.perf_counter()
-            size = self.windows.next()
+            size = self.call_size.next()
             if limit is not None:
                 size = tf.minimum(size, limit - windows)
             with self._first_call_filtered():
@@ -185,14 +231,14 @@ class _Run:
                 self.state_watch.check(k, stacklevel=6)
                 self.state_watch = None
             rows = rows.numpy()[: int(done)]
-            self.windows.observe(time.perf_counter() - started, len(rows))
+            self.call_size.observe(time.perf_counter() - started, len(rows))
             results = [WindowResult.unpack(row) for row in rows]
             consumed += sum(r.consumed for r in results)
             windows += sum(r.due for r in results)
             applied = sum(self._record(result, epoch) for result in results)
             if applied:
                 step += applied
-                self.callbacks.on_train_batch_end(step - 1, _logs(self.trainer.model))
+                self.callbacks.on_train_batch_end(step - 1, _logs(model))
             if results[-1].exhausted:
                 ended = True
                 break
@@ -214,7 +260,7 @@ class _Run:
                 update=len(self.history) + 1,
                 epoch=epoch,
                 loss=result.loss,
-                iterations=int(self.trainer.optimizer.iterations.numpy()),
+                iterations=int(self.training.optimizer.iterations.numpy()),
             )
         if not result.applied:
             return False
@@ -255,23 +301,13 @@ class _Run:
         )
 
 
-def _updates_per_epoch(trainer, feed, epoch) -> int | None:
+def _updates_per_epoch(training: Training, feed, epoch) -> int | None:
     """Updates ``epoch`` will apply (None when the data does not say)."""
-    carried = int(trainer.micro_steps_in_window.numpy())
-    k = trainer.accumulation_steps_for(epoch)
-    return feeds.updates_per_epoch(feed.micro_batches(), k, trainer.tail, carried)
+    carried = int(training.open_window.numpy())
+    k = training.accumulation_steps(epoch)
+    return training.tail.updates_per_epoch(feed.micro_batches(), k, carried)
 
 
 def _logs(model) -> dict:
     """The model's metric results (loss first) as Python floats, as Keras logs them."""
     return {name: float(value) for name, value in model.get_metrics_result().items()}
-
-
-def _empty_epoch_message(epoch):
-    if epoch == 1:
-        return "`x` is empty: the dataset yielded no micro-batches."
-    return (
-        f"`x` yielded no micro-batches in epoch {epoch}. A dataset that can be "
-        "iterated only once (from a generator, say) needs .cache() or a fresh dataset "
-        "per epoch."
-    )

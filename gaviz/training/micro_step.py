@@ -7,11 +7,10 @@ the window adds these up and divides once, when it finishes.
 
 from __future__ import annotations
 
-import keras
 import tensorflow as tf
 
 from gaviz import _keras
-from gaviz.training import sparse_gradients
+from gaviz.training import optimizers, sparse_gradients
 from gaviz.training.objective import Objective
 from gaviz.training.window import WindowSums
 
@@ -28,7 +27,7 @@ class MicroStep:
     def __init__(self, model, optimizer, objective: Objective, own_loss=None):
         self.model, self.optimizer, self.objective = model, optimizer, objective
         self.own_loss = own_loss  # an OwnLoss: the model's compute_loss, not the compiled one
-        self.loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        self.loss_scaled = optimizers.loss_scaled(optimizer)
         self._sparse_said = False  # sparse gradients: said once, at the first trace
         #: Which variables the loss reaches, as the micro-step's trace finds them.
         self.reach = Reach()
@@ -133,6 +132,27 @@ def clip_mean_gradient(micro: WindowSums, optimizer) -> WindowSums:
     return micro._replace(gradients=[g * tf.cast(normalizer, g.dtype) for g in clipped])
 
 
+class WeightPenalty:
+    """A model's weight penalty (its weights' regularizers), which a window adds
+    once, not once per micro-batch (:class:`gaviz.training.window_cycle.WindowCycle`)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def reaches(self) -> frozenset:
+        """The trained variables it reaches (those with a regularizer), by index."""
+        regularized = {id(v) for v in regularized_weights(self.model)}
+        return frozenset(i for i, v in enumerate(self.model.trainable_variables)
+                         if id(v) in regularized)
+
+    def __call__(self):
+        """``(penalty, gradients)``: a gradient None where it reaches no variable."""
+        with tf.GradientTape() as tape:
+            penalty = tf.add_n([tf.cast(v.regularizer(v), tf.float32)
+                                for v in regularized_weights(self.model)])
+        return penalty, tape.gradient(penalty, self.model.trainable_variables)
+
+
 def regularized_weights(model) -> list:
     """The trainable weights that carry a regularizer (a penalty in ``model.losses``)."""
     return [v for v in model.trainable_variables if getattr(v, "regularizer", None) is not None]
@@ -142,8 +162,8 @@ class Reach:
     """Which trained variables a micro-step's loss reaches: the others get a
     None gradient from the tape, which ``Model.fit`` hands its optimizer as
     None, so that they are left out of the update (not moved by momentum, not
-    decayed). The window sums zeros for them; :meth:`reached` puts the None
-    back before the optimizer sees the window.
+    decayed). The window sums zeros for them; its update steps the
+    :meth:`pattern` alone.
 
     Set while the micro-step is traced (the model's graph decides it, the same
     in every trace of one model), read by the update traced after it.
@@ -155,11 +175,11 @@ class Reach:
     def note(self, grads) -> None:
         self.unreached = frozenset(i for i, g in enumerate(grads) if g is None)
 
-    def reached(self, grads, also_reached=frozenset()) -> list:
-        """``grads`` with None for the variables no loss reached (nor a penalty
-        in ``also_reached``)."""
+    def pattern(self, count: int, also_reached=frozenset()) -> tuple:
+        """The variables (by index, of ``count``) the loss reaches, or a penalty
+        does (``also_reached``): those an update steps."""
         left_out = self.unreached - set(also_reached)
-        return [None if i in left_out else g for i, g in enumerate(grads)]
+        return tuple(i for i in range(count) if i not in left_out)
 
 
 def gradients(tape, target, variables, reach: Reach | None = None):

@@ -36,7 +36,10 @@ import tensorflow as tf
 from keras import tree
 
 from gaviz import _keras
-from gaviz.training import checks, window
+from gaviz.training import window
+
+#: What a window may be divided by (``normalize``).
+NORMALIZATIONS = ("samples", "weights", "sum")
 
 #: What each Keras reduction divides a window by (``normalize``'s values).
 REDUCTION_NORMALIZE = {
@@ -312,6 +315,57 @@ _DIVIDES_BY = {
 }
 
 
+def check_loss(loss):
+    """``loss`` (or each entry of a dict or list of them): a name, a Loss or a callable."""
+    for entry in tree.flatten(loss) if loss is not None else []:
+        if entry is None or isinstance(entry, keras.losses.Loss):
+            continue
+        if isinstance(entry, str):
+            try:
+                keras.losses.get(entry)
+            except ValueError as error:
+                raise ValueError(
+                    f"`loss` must be a Keras loss name, a keras.losses.Loss or a callable "
+                    f"returning per-sample losses. Received: loss={entry!r} ({error})"
+                ) from None
+        elif not callable(entry):
+            raise TypeError(
+                "`loss` must be a Keras loss name, a keras.losses.Loss or a callable "
+                f"returning per-sample losses (or a dict or list of them, one per output). "
+                f"Received: loss={entry!r} of type {type(entry).__name__}"
+            )
+
+
+def check_targets(y, y_pred, per_sample_losses):
+    """Checks, on one eager micro-batch, that targets fit the model's outputs.
+
+    Called with ``per_sample_losses=None`` before the loss is computed, then
+    with the losses.
+
+    A mismatch that broadcasts (targets (b, 3) against outputs (b, 1)) would
+    train silently on the wrong numbers, so it is refused here.
+    """
+    y_shape, pred_shape = tuple(y.shape), tuple(y_pred.shape)
+    loss_shape = None if per_sample_losses is None else tuple(per_sample_losses.shape)
+    problem = None
+    if y_shape[:1] != pred_shape[:1]:
+        problem = "targets and model outputs have different batch sizes"
+    elif loss_shape is None:
+        pass
+    elif not loss_shape:
+        problem = "`loss` returned a scalar; it must return one loss per sample"
+    elif loss_shape[0] != pred_shape[0]:
+        problem = "per-sample losses do not have one entry per sample"
+    elif len(y_shape) == len(pred_shape) and y_shape[1:] != pred_shape[1:] and y_shape[-1] != 1:
+        problem = "targets and model outputs have different shapes"
+    if problem:
+        raise ValueError(
+            f"{problem}. Received: targets of shape {y_shape}, model outputs of shape "
+            f"{pred_shape}, per-sample losses of shape {loss_shape}. Check `dataset` "
+            "and `loss`."
+        )
+
+
 def _values(loss, y_true, y_pred):
     """Per-element losses and their Keras mask (or None), as ``Loss.__call__`` makes them."""
     in_mask = _keras.get_keras_mask(y_pred)
@@ -335,7 +389,7 @@ def _values(loss, y_true, y_pred):
 
 def _checked_values(loss, y_true, y_pred):
     """``_values`` on an eager micro-batch, with targets and shapes checked."""
-    checks.check_targets(y_true, y_pred, None)
+    check_targets(y_true, y_pred, None)
     try:
         values, mask = _values(loss, y_true, y_pred)
     except (ValueError, TypeError, tf.errors.InvalidArgumentError) as error:
@@ -343,7 +397,7 @@ def _checked_values(loss, y_true, y_pred):
             f"`loss` failed on the first micro-batch: targets of shape "
             f"{tuple(y_true.shape)}, model outputs of shape {tuple(y_pred.shape)}: {error}"
         ) from error
-    checks.check_targets(y_true, y_pred, values)
+    check_targets(y_true, y_pred, values)
     return values, mask
 
 

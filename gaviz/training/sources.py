@@ -1,6 +1,8 @@
 """Where a window's micro-batches come from, inside the graph.
 
-Two sources, one interface: ``source.accumulate(micro_step, sums, steps, k)``
+A feed describes each epoch as a pass (:class:`IteratorPass`,
+:class:`ArrayPass`); the window loop runs it through a source. Two sources,
+one interface: ``source.accumulate(micro_step, sums, steps, k)``
 runs ``sums = micro_step(element, sums)`` for each micro-batch until the
 window holds ``k`` of them or the data runs out, and returns
 ``(sums, steps, consumed, exhausted)``.
@@ -19,8 +21,25 @@ measured 57 MiB against 31 MiB), which is what accumulation is for avoiding.
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any, NamedTuple
+
 import tensorflow as tf
+
+
+class IteratorPass(NamedTuple):
+    """One pass over a dataset of micro-batches: a fresh iterator of it."""
+
+    iterator: Any
+
+
+class ArrayPass(NamedTuple):
+    """One pass over in-memory arrays: the arrays, this pass's row order, the
+    micro-batch size and the rows (cut into micro-batches by :class:`ArraySource`)."""
+
+    arrays: Any
+    order: tf.Tensor
+    batch_size: int
+    rows: int
 
 
 class IteratorSource:
@@ -140,53 +159,3 @@ class ArraySource:
             return tf.nest.map_structure(
                 lambda a: None if a is None else tf.gather(a, indices), self.arrays
             )
-
-
-def as_arrays(x, y, sample_weight, targets: bool = True):
-    """``(x, y)`` or ``(x, y, sample_weight)`` as tensors; checks their row counts.
-
-    ``targets``: False for a model whose loss its layers add, for which ``y``
-    may be None (kept as None: the micro-batches are ``(x, None)``).
-
-    Raises:
-        ValueError: ``y`` is missing, or the arguments' first dimensions differ.
-    """
-    if y is None and targets:
-        raise ValueError(
-            "`y` must be given when `x` is an array (or a dict of arrays): the targets, "
-            "one row per row of `x`. Received: y=None. (A tf.data.Dataset of "
-            "(x, y) micro-batches needs no `y`; nor does a model compiled without a loss "
-            "whose layers add it with add_loss.)"
-        )
-    parts = (x, y) if sample_weight is None else (x, y, sample_weight)
-    tensors = tf.nest.map_structure(_tensor, parts)
-    counts = {
-        name: {int(t.shape[0]) for t in tf.nest.flatten(part) if t is not None}
-        for name, part in zip(("x", "y", "sample_weight"), tensors)
-    }
-    rows = set().union(*counts.values())
-    if len(rows) != 1:
-        raise ValueError(
-            "`x`, `y` and `sample_weight` must have the same number of rows (samples). "
-            f"Received: rows {counts}"
-        )
-    return tensors, rows.pop()
-
-
-def epoch_order(rows: int, shuffle: bool) -> tf.Tensor:
-    """The rows' order for one epoch: shuffled (numpy's generator, which
-    ``keras.utils.set_random_seed`` seeds) or as given."""
-    order = np.random.permutation(rows) if shuffle else np.arange(rows)
-    return tf.constant(order, tf.int64)
-
-
-def _tensor(value):
-    if value is None:  # no targets
-        return None
-    tensor = tf.convert_to_tensor(value)
-    if tensor.shape.rank == 0:
-        raise ValueError(
-            "`x`, `y` and `sample_weight` must be arrays with one row per sample. "
-            f"Received a scalar: {value!r}"
-        )
-    return tensor

@@ -21,6 +21,8 @@ import warnings
 import keras
 import tensorflow as tf
 
+from gaviz.training import optimizers
+
 #: Where the docs explain it: the guide page in the repository, and its section.
 DOCS = "https://github.com/gaviz/gaviz/blob/main/docs/guide/own_loop.md#sparse-gradients"
 
@@ -34,10 +36,8 @@ def linear_in_gradient(optimizer) -> bool:
     """Whether ``optimizer``'s update is linear in the gradient (so applying a
     sparse gradient's occurrences one by one equals applying their sum):
     plain SGD, with or without momentum, without clipping."""
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    clipping = any(getattr(inner, name, None) is not None
-                   for name in ("clipnorm", "clipvalue", "global_clipnorm"))
-    return type(inner) is keras.optimizers.SGD and not clipping
+    return type(optimizers.inner(optimizer)) is keras.optimizers.SGD and not optimizers.clipping(
+        optimizer)
 
 
 def warn_if_fit_differs(optimizer, gradients, variables, stacklevel: int = 2) -> bool:
@@ -46,7 +46,7 @@ def warn_if_fit_differs(optimizer, gradients, variables, stacklevel: int = 2) ->
     names = sparse_variables(gradients, variables)
     if not names or linear_in_gradient(optimizer):
         return False
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    inner = optimizers.inner(optimizer)
     warnings.warn(
         f"{', '.join(names)} get{'s' if len(names) == 1 else ''} sparse gradients "
         f"(tf.IndexedSlices, an Embedding's) and {type(inner).__name__} is not linear in "

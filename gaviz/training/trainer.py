@@ -4,7 +4,7 @@ The trainer checks its arguments, compiles the model, owns the state
 (:mod:`gaviz.training.state`) and drives ``fit`` (:mod:`gaviz.training.fitting`). The graph
 code one call runs is in :mod:`gaviz.training.window_loop`: windows of micro-steps
 (:mod:`gaviz.training.micro_step`), each finished and applied
-(:mod:`gaviz.training.window_update`); the arithmetic is in :mod:`gaviz.training.window` and
+(:mod:`gaviz.training.window_cycle`); the arithmetic is in :mod:`gaviz.training.window` and
 :mod:`gaviz.training.rules`.
 """
 
@@ -31,13 +31,14 @@ from gaviz.training import (
     window_loop,
 )
 from gaviz.training.history import History, Update
-from gaviz.training.micro_step import MicroStep, unpack
-from gaviz.training.objective import Objective
+from gaviz.training.micro_step import MicroStep, WeightPenalty, unpack
+from gaviz.training.objective import NORMALIZATIONS, Objective, check_loss
 from gaviz.training.own_loss import OwnLoss
 from gaviz.training.state import TrainerState
+from gaviz.training.tail import POLICIES, Tail
 from gaviz.training.window import WindowSums
+from gaviz.training.window_cycle import WindowCycle
 from gaviz.training.window_loop import Hooks, WindowLoop
-from gaviz.training.window_update import WindowUpdate
 
 _LOG = logging.getLogger("gaviz")
 
@@ -192,9 +193,9 @@ class AccumulationTrainer(tf.Module):
         self.strategy = checks.check_strategy(strategy, model)
         if optimizer is not None:
             checks.check_optimizer(optimizer)
-        self.tail = checks.check_one_of("tail", tail, checks.TAIL_POLICIES)
+        self.tail = checks.check_one_of("tail", tail, POLICIES)
         if normalize is not None:
-            checks.check_one_of("normalize", normalize, checks.NORMALIZATIONS)
+            checks.check_one_of("normalize", normalize, NORMALIZATIONS)
         self.accumulation_steps = checks.check_accumulation_steps(accumulation_steps)
         self.windows_per_call = checks.check_windows_per_call(windows_per_call)
         self.call_size = call_size.CallSize(
@@ -207,6 +208,8 @@ class AccumulationTrainer(tf.Module):
                                           else self.accumulation_steps)
         self._compile(optimizer, loss, normalize, metrics, loss_weights)
         self.state = TrainerState(self.strategy)
+        #: Whether a window may outlive a graph call (its sums then live in the state).
+        self._keeps_windows = Tail(self.tail).carries or self.rule.sums_outlive_updates
         self._built, self._checked_spec, self._trained = False, None, []
         self._state_watched = False  # layers updating their own state: checked once
         self._build_when_built()
@@ -214,8 +217,14 @@ class AccumulationTrainer(tf.Module):
     def _window_loop(self) -> WindowLoop:
         """The graph code, built from its parts."""
         micro_step = MicroStep(self.model, self.optimizer, self.objective, self.own_loss)
-        update = WindowUpdate(self.model, self.optimizer, self.own_loss or self.objective,
-                              self.rule, self.state.skipped_windows, micro_step.reach)
+        makes_loss = self.own_loss or self.objective
+        cycle = WindowCycle(
+            self.optimizer, micro_step.variables, self.rule,
+            divides=makes_loss.normalize != "sum",
+            # A model's own compute_loss holds the weight penalty (as Keras's does).
+            penalty=None if makes_loss.includes_weight_penalty else WeightPenalty(self.model),
+            skipped_windows=self.state.skipped_windows,
+        )
         hooks = Hooks(self.on_micro_batch, self.reduce_window, self.next_window)
         xla = window_loop.xla_mode(self.model, self._jit_compile_asked)
         #: Whether XLA compiles the window loop or its micro-steps (what
@@ -224,14 +233,14 @@ class AccumulationTrainer(tf.Module):
         _LOG.info("gaviz: jit_compile=%r for %s: XLA %s", self._jit_compile_asked,
                   self.model.name, window_loop.XLA_MODES[xla].says)
         return WindowLoop(
-            micro_step, update, self.state, self.strategy, hooks, self.rule, self.tail,
+            micro_step, cycle, self.state, self.strategy, hooks, self.rule, self.tail,
             loss_tracker=_keras.loss_tracker(self.model), capacity=self.call_size.capacity,
             xla=xla,
         )
 
     def _compile(self, optimizer, loss, normalize, metrics, loss_weights):
         """Compiles the model with the trainer's optimizer, loss and metrics."""
-        checks.check_loss(loss)
+        check_loss(loss)
         owner = checks.overridden(self.model, "compute_loss")
         compiled = compiling.compile_for_trainer(
             self.model, self.strategy, optimizer, loss, metrics, loss_weights,
@@ -275,8 +284,7 @@ class AccumulationTrainer(tf.Module):
                 "then create the trainer and restore."
             )
         variables = self.model.trainable_variables
-        carry = self.tail == "carry" or self.rule.sums_outlive_updates
-        self.state.build(variables, carry=carry)
+        self.state.build(variables, carry=self._keeps_windows)
         with self.strategy.scope():
             self.optimizer.build(variables)
         self._built, self._trained = True, [id(v) for v in variables]
@@ -302,7 +310,7 @@ class AccumulationTrainer(tf.Module):
                     "Recompile between fits of a trainer with tail=\"flush\" or \"drop\"."
                 )
             self._compile(None, None, self.objective.requested, None, None)
-            self.state.forget_window_variables()
+            self.state.window.forget()
             self._built, self._checked_spec, self._trained = False, None, []
             self._build_when_built(after_restore=False)
         elif self._built and [id(v) for v in model.trainable_variables] != self._trained:
@@ -323,7 +331,8 @@ class AccumulationTrainer(tf.Module):
         lambda self: self.state.skipped_windows, doc="Windows a loss-scaling optimizer skipped."
     )
     accumulators = property(
-        lambda self: self.state.accumulators, doc="A carried window's gradient sums, per replica."
+        lambda self: self.state.window.gradient_sums,
+        doc="A carried window's gradient sums, per replica.",
     )
 
     @property
@@ -352,17 +361,6 @@ class AccumulationTrainer(tf.Module):
         """
         micro_batch_size = checks.check_positive_int("micro_batch_size", micro_batch_size)
         return micro_batch_size * self.accumulation_steps_for(epoch) * self.num_replicas
-
-    def window_function(self, iterator):
-        """The traced graph one call runs, for ``iterator`` (to inspect its ops)."""
-        return self.window_loop.iterator_function(iterator)
-
-    @property
-    def array_window_function(self) -> tf.types.experimental.PolymorphicFunction:
-        """The ``tf.function`` one call runs on arrays, ``(arrays, order,
-        batch_size, rows, max_windows, accumulation_steps)``: to inspect its
-        ops, or XLA's program with ``experimental_get_compiler_ir``."""
-        return self.window_loop.array_windows
 
     # --------------------------------------------------------------- hooks
 
@@ -461,15 +459,14 @@ class AccumulationTrainer(tf.Module):
         validation_freq = checks.check_validation_freq(validation_freq)
         initial_epoch = checks.check_int_at_least("initial_epoch", initial_epoch, 0)
         updates = checks.check_callbacks(on_update)
-        checks.check_backups(callbacks, self.tail == "carry" or self.rule.sums_outlive_updates)
+        checks.check_backups(callbacks, self._keeps_windows)
         self._follow_compile()
         data = feeds.FitData(x, y, batch_size, shuffle, sample_weight, class_weight,
                              validation_split, validation_data, steps_per_epoch)
-        feed = feeds.make_feed(data, self.model, self.strategy, self._windows(),
-                               targets=self._needs_targets)
+        feed = feeds.make_feed(data, self.model, self.strategy, targets=self._needs_targets)
         self._prepare(feed)
         k = self.accumulation_steps_for(initial_epoch + 1)
-        checked = validation.Validation.make(
+        validation_data = validation.Validation.make(
             feed.validation_data,
             validation_batch_size or feed.effective_batch_size(k),
             validation_freq,
@@ -480,18 +477,12 @@ class AccumulationTrainer(tf.Module):
         state_watch = None
         if not self._state_watched:
             state_watch, self._state_watched = batch_layers.StateWatch(self.model), True
-        return fitting.fit(
-            self, feed, range(initial_epoch + 1, epochs + 1), updates, callbacks, verbose,
-            checked, state_watch,
+        training = fitting.Training(
+            self.model, self.optimizer, self.window_loop, self.call_size,
+            self.accumulation_steps_for, Tail(self.tail), self.state.micro_steps_in_window,
         )
-
-    def _windows(self) -> feeds.WindowFunctions:
-        """What a feed needs of this trainer: its window functions and array cursor."""
-        # Looked up at each call: _prepare may build the window loop again.
-        return feeds.WindowFunctions(
-            self.window_function, lambda *args: self.array_window_function(*args),
-            self.state.array_cursor,
-        )
+        return fitting.fit(training, feed, range(initial_epoch + 1, epochs + 1), updates,
+                           callbacks, verbose, validation_data, state_watch)
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  steps=None, callbacks=None, return_dict=False):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keras
 
-from gaviz.training import checks, feeds
+from gaviz.training import data_checks, feeds
 
 
 class Validation:
@@ -45,7 +45,7 @@ class Validation:
                 f"Received: {type(data).__name__}"
             ) from None
         for index, arrays in enumerate(() if raw else (x, y, sample_weight)):
-            checks.check_array_dtypes(f"validation_data[{index}]", arrays)
+            data_checks.check_array_dtypes(f"validation_data[{index}]", arrays)
         return cls(x, y, sample_weight, batch_size, freq, steps)
 
     def due(self, epoch) -> bool:

@@ -1,16 +1,15 @@
-"""The graph code one call runs: windows of micro-steps, each in four phases.
+"""The graph code one call runs: windows of micro-steps, their sums in loop tensors.
 
 A window pulls up to k micro-batches from its source, adds each one's
 summed gradients into float32 running sums (loop tensors, not variables),
-then, in order: sums them across replicas once; finishes them (due or not,
-weight penalty, divisor, finite or not); applies the update or skips it;
-closes the window (the next one starts from zero, or it is kept for the
-next call).
+then lives the window's life (:mod:`gaviz.training.window_cycle`, the same as
+:class:`gaviz.Accumulator`'s): reduced across replicas once, finished, judged,
+applied or skipped, emptied (or kept open for the next call).
 
 :class:`WindowLoop` is built from its parts, as Keras builds its looped
 train function from a step function: the micro-step
-(:class:`gaviz.training.micro_step.MicroStep`), the window update
-(:class:`gaviz.training.window_update.WindowUpdate`), the state
+(:class:`gaviz.training.micro_step.MicroStep`), the window's cycle
+(:class:`gaviz.training.window_cycle.WindowCycle`), the state
 (:class:`gaviz.training.state.TrainerState`), the strategy, the :class:`Hooks` and
 the :class:`gaviz.training.rules.Rule`. It holds no trainer.
 """
@@ -25,11 +24,11 @@ import numpy as np
 import tensorflow as tf
 
 from gaviz import _keras
-from gaviz.training import rules, sources, window
+from gaviz.training import rules, sources, window, window_cycle
 from gaviz.training.micro_step import MicroStep, clip_mean_gradient, unpack
 from gaviz.training.state import TrainerState
 from gaviz.training.window import WindowResult, WindowSums
-from gaviz.training.window_update import WindowUpdate, when
+from gaviz.training.window_cycle import APPLIED, WindowCycle, when
 
 
 def keep(sums: WindowSums) -> WindowSums:
@@ -39,10 +38,7 @@ def keep(sums: WindowSums) -> WindowSums:
 
 def all_reduce(sums: WindowSums) -> WindowSums:
     """Exact ``reduce_window``: every sum across replicas, in one batched all-reduce."""
-    # identity places loop outputs on this replica's device (all_reduce
-    # needs to know where each value lives).
-    local = tf.nest.map_structure(tf.identity, sums)
-    return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, local)
+    return window_cycle.all_reduce(sums)
 
 
 def start_afresh(sums: WindowSums) -> WindowSums:
@@ -94,7 +90,7 @@ class WindowLoop:
 
     Args:
         micro_step: one micro-batch's forward and backward pass.
-        window_update: finishes a window and steps the optimizer.
+        cycle: a window's life once its micro-batches are added.
         state: counters, the array cursor and a carried window.
         strategy: the ``tf.distribute.Strategy`` the loop runs under.
         hooks: the three :class:`Hooks`.
@@ -108,11 +104,11 @@ class WindowLoop:
         xla: one of :data:`XLA_MODES`.
     """
 
-    def __init__(self, micro_step: MicroStep, window_update: WindowUpdate,
+    def __init__(self, micro_step: MicroStep, cycle: WindowCycle,
                  state: TrainerState, strategy, hooks: Hooks = Hooks(),
                  rule: rules.Rule = rules.EXACT, tail: str = "flush", loss_tracker=None,
                  capacity: int = 1, xla: str = "off"):
-        self.micro_step, self.window_update = micro_step, window_update
+        self.micro_step, self.cycle = micro_step, cycle
         self.state, self.strategy, self.hooks, self.rule = state, strategy, hooks, rule
         self.tail, self.loss_tracker, self.capacity = tail, loss_tracker, capacity
         self.xla = xla
@@ -124,6 +120,7 @@ class WindowLoop:
         # runs as it would in Model.fit. AutoGraph would read gaviz's source
         # files again to convert them, and run a function as-is when that fails.
         self.iterator_windows = tf.function(self._iterator_windows, autograph=False)
+        self._traced = {}  # the traced graph per kind of iterator: calls skip matching
         self.array_windows = tf.function(
             self._array_windows, reduce_retracing=True, jit_compile=self.whole_call_compiled,
             autograph=False,
@@ -132,6 +129,27 @@ class WindowLoop:
             tf.function(micro_step.sums, jit_compile=True, autograph=False)
             if XLA_MODES[xla].micro_steps else micro_step.sums
         )
+
+    def start(self, epoch):
+        """``call(max_windows, accumulation_steps) -> (rows, done)``, which runs
+        up to ``max_windows`` windows of ``epoch``'s next micro-batches (a
+        feed's pass: :class:`~gaviz.training.sources.IteratorPass` or
+        :class:`~gaviz.training.sources.ArrayPass`)."""
+        if isinstance(epoch, sources.ArrayPass):
+            self.state.array_cursor.assign(0)
+            return lambda max_windows, k: self.array_windows(
+                epoch.arrays, epoch.order, epoch.batch_size, epoch.rows, max_windows, k)
+        function = self._traced_for(epoch.iterator)
+        return lambda max_windows, k: function(epoch.iterator, max_windows, k)
+
+    def _traced_for(self, iterator):
+        """The traced graph for ``iterator``: called directly, it skips matching
+        the iterator against every trace (an epoch's iterator is of the same
+        kind as the last one's)."""
+        kind = tf.type_spec_from_value(iterator)
+        if kind not in self._traced:
+            self._traced[kind] = self.iterator_function(iterator)
+        return self._traced[kind]
 
     def iterator_function(self, iterator):
         """The traced graph one call runs for ``iterator``:
@@ -167,7 +185,7 @@ class WindowLoop:
         (so the error is raised with the weights of the update before it).
         """
         state, strategy = self.state, self.strategy
-        sums = strategy.run(state.replica_load, args=(self.micro_step.variables(),))
+        sums = strategy.run(state.window.read, args=(self.micro_step.variables(),))
         steps = state.micro_steps_in_window.read_value()
 
         def more(go_on, done, sums, steps, rows):
@@ -190,7 +208,7 @@ class WindowLoop:
             parallel_iterations=1,
         )
         if state.carries:
-            strategy.run(state.replica_store, args=(sums,))
+            strategy.run(state.window.write, args=(sums,))
         state.micro_steps_in_window.assign(steps)
         return rows.stack(), done
 
@@ -202,7 +220,8 @@ class WindowLoop:
         return tf.TensorArray(tf.float64, 0, dynamic_size=True, element_shape=fields)
 
     def _window(self, source, micro_sums, sums, steps, k):
-        """One window, in four phases: accumulate, finish, apply, close."""
+        """One window: accumulate, then its cycle (reduce, finish, judge,
+        apply, empty), in the name scopes of a profile."""
         # The name scopes name the phases' ops in a profile (benchmarks/profile_dispatch.py).
         tail = self.tail
         sums, steps, consumed, exhausted = self._accumulate(source, micro_sums, sums, steps, k)
@@ -216,18 +235,19 @@ class WindowLoop:
         if tail == "flush":  # a partial window at the end of the data is applied
             due = tf.logical_or(full, tf.logical_and(exhausted, totals.sample_count > 0))
         with tf.name_scope("finish"):
-            loss, grads, finite = self.window_update.finish(totals, steps, k)
-            applies = tf.logical_and(due, finite)
+            finished = self.cycle.finish(totals, steps, k)
+            applies = tf.equal(self.cycle.judge(due, finished.finite), APPLIED)
         with tf.name_scope("update"):
             # Micro-batches up to this window's end, for a rule whose schedule reads them.
             micro_steps = self.state.micro_step + consumed if self.rule.schedule_step else None
-            applied = self.window_update.update(applies, grads, micro_steps, steps)
+            applied = self.cycle.apply(applies, finished.gradients, [self._pattern()],
+                                       micro_steps=micro_steps, steps=steps)
         with tf.name_scope("report"):
-            self.strategy.run(self._track_window, args=(applies, loss, totals.rows))
+            self.strategy.run(self._track_window, args=(applies, finished.loss, totals.rows))
             self.state.micro_step.assign_add(consumed)
             result = WindowResult(
-                applied, due, finite, exhausted, loss, totals.sample_count, steps, consumed, k,
-                totals.rows,
+                applied, due, finished.finite, exhausted, finished.loss, totals.sample_count,
+                steps, consumed, k, totals.rows,
             )
         with tf.name_scope("close"):
             sums, steps = self._close(closes, sums, steps)
@@ -247,15 +267,21 @@ class WindowLoop:
         rule = self.rule
         micro = rule.contribution(micro_sums(*unpack(element), k))
         if rule.clip_micro_batches:
-            micro = clip_mean_gradient(micro, self.window_update.optimizer)
+            micro = clip_mean_gradient(micro, self.cycle.optimizer)
         if rule.apply_each_micro_batch:
-            self.window_update.apply(window.finish(micro.gradients, micro.normalizer))
+            self.cycle.step(window.finish(micro.gradients, micro.normalizer), self._pattern())
         micro = self.hooks.on_micro_batch(micro)
         # Add once the whole backward pass is done. Added as each gradient
         # arrives, a new sum would be allocated while the micro-batch's
         # activations are still alive, raising the peak by the largest weight.
         with tf.control_dependencies(micro.gradients), tf.name_scope("add_to_sums"):
             return window.add(sums, micro)
+
+    def _pattern(self) -> tuple:
+        """The variables an update steps: those the loss (traced before this)
+        or the weight penalty reaches, by index."""
+        count = len(self.micro_step.variables())
+        return self.micro_step.reach.pattern(count, self.cycle.penalized())
 
     def _reduce(self, sums):
         """The window's totals across replicas (every replica holds the same)."""
@@ -282,8 +308,7 @@ class WindowLoop:
         return close() if closes is True else tf.cond(closes, close, lambda: (sums, steps))
 
     def _next_window(self, sums):
-        fresh = self.hooks.next_window(sums)
-        return self.rule.next_window(sums, fresh, self.micro_step.variables())
+        return self.cycle.empty(sums, self.hooks.next_window(sums))
 
 
 #: Layers whose gradients XLA's CPU backend runs tens of times slower inside

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gaviz import demo
-from gaviz.training import checks
+from gaviz._arguments import check_positive_int
 from gaviz.widgets.runs import HOLDS, RunResult, batch_sizes, plan_runs, train_run
 
 __all__ = ["HOLDS", "batch_sizes", "compare_steps", "format_table"]
@@ -26,8 +26,8 @@ def compare_steps(
     With exact accumulation and the effective batch held, every run follows
     the same curve: only the memory per micro-step changes.
     """
-    effective_batch_size = checks.check_positive_int("effective_batch_size", effective_batch_size)
-    micro_batch_size = checks.check_positive_int("micro_batch_size", micro_batch_size)
+    effective_batch_size = check_positive_int("effective_batch_size", effective_batch_size)
+    micro_batch_size = check_positive_int("micro_batch_size", micro_batch_size)
     plans = plan_runs(
         steps, hold, effective_batch_size, micro_batch_size, samples=samples, tail=tail,
         epochs=epochs, learning_rate=learning_rate, optimizer=optimizer, seed=seed,

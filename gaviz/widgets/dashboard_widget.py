@@ -20,8 +20,9 @@ import math
 import threading
 
 from gaviz import demo
+from gaviz._arguments import check_one_of
 from gaviz.plotting import X_AXES, CurveFigure
-from gaviz.training.checks import TAIL_POLICIES, check_one_of
+from gaviz.training.tail import POLICIES as TAIL_POLICIES
 from gaviz.widgets.dashboard_form import STEP_CHOICES, DashboardForm
 from gaviz.widgets.liveplot import CurveRenderer, LivePlot
 from gaviz.widgets.runs import DEMO_TRAINERS, EXACT, HOLDS, RunPlan, RunResult, plan_runs, train_run

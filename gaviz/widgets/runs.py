@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from gaviz import demo
+from gaviz._arguments import check_one_of, check_positive_int
 from gaviz.gallery import measure
 from gaviz.gallery.pitfalls import PITFALLS, RECORDS
-from gaviz.training import checks, feeds
 from gaviz.training.history import History
+from gaviz.training.tail import Tail
 from gaviz.training.trainer import AccumulationTrainer
 
 #: The trainer name of the exact trainer; every other name is a pitfall's.
@@ -94,10 +95,10 @@ def batch_sizes(steps, hold: str, effective_batch_size: int, micro_batch_size: i
     as k grows (what accumulation is for: the same training in less memory);
     ``hold="micro"`` keeps the micro-batch and grows the effective batch.
     """
-    checks.check_one_of("hold", hold, HOLDS)
+    check_one_of("hold", hold, HOLDS)
     sizes = []
     for k in steps:
-        k = checks.check_positive_int("steps", k)
+        k = check_positive_int("steps", k)
         if hold == "micro":
             sizes.append((micro_batch_size, micro_batch_size * k))
         elif effective_batch_size % k:
@@ -123,7 +124,7 @@ def plan_runs(steps, hold="effective", effective_batch_size=256, micro_batch_siz
     if not steps:
         raise ValueError("Choose at least one accumulation step count.")
     trainer = settings.get("trainer", EXACT)
-    checks.check_one_of("trainer", trainer, DEMO_TRAINERS)
+    check_one_of("trainer", trainer, DEMO_TRAINERS)
     plans = []
     for k, (micro, effective) in zip(
         steps, batch_sizes(steps, hold, effective_batch_size, micro_batch_size)
@@ -133,7 +134,7 @@ def plan_runs(steps, hold="effective", effective_batch_size=256, micro_batch_siz
                 f"The micro-batch ({micro}) is larger than the data set ({samples} "
                 "samples): choose a smaller micro-batch or a larger demo problem."
             )
-        updates = feeds.updates_per_epoch(-(-samples // micro), k, tail)
+        updates = Tail(tail).updates_per_epoch(-(-samples // micro), k)
         plans.append(RunPlan(k, micro, effective, updates, tail=tail, samples=samples, **settings))
     return plans
 

@@ -42,7 +42,7 @@ def collective_ops(trainer, iterator):
     inside. Each op is listed as "op:dtype", so gradient reductions (float)
     can be told from the iterator's own end-of-data agreement between workers.
     """
-    graph_def = trainer.window_function(iterator).graph.as_graph_def()
+    graph_def = trainer.window_loop.iterator_function(iterator).graph.as_graph_def()
     functions = {f.signature.name: f for f in graph_def.library.function}
 
     def listed(nodes):
