@@ -158,10 +158,12 @@ def _check_token_epoch(token_epoch) -> str:
     if difference <= TOLERANCE:
         return (f"{UPDATES} updates (the last window partial) on {LINES} padded lines: the "
                 f"weights of the big batch divided by its real tokens, to {difference:.0e}")
+    moved = max_difference(reference, _fresh()[0])
     fault, distance = _nearest_fault(model)
     if distance < 0.1 * difference:
         raise Incorrect(f"{fault.message} (the weights differ from the big batch's by "
-                        f"{difference:.1e})")
+                        f"{difference:.1e}, {difference / moved:.0%} of how far the epoch moved "
+                        "them)")
     raise Incorrect(f"after one epoch the weights differ from the big batch's by "
                     f"{difference:.1e}, and match none of the usual faults: step each "
                     "micro-batch with the gradient of Keras's loss, a mean over its real "
