@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from gaviz.training import sources
+from gaviz.training import feeds, sources
 
 
 def counting_step(element, sums):
@@ -52,7 +52,7 @@ def test_a_window_carried_in_takes_only_what_it_lacks():
 def test_arrays_are_cut_in_the_epochs_order_with_a_short_last_micro_batch(shuffle):
     x, y = rows(10)
     np.random.seed(0)
-    order = sources.epoch_order(10, shuffle)
+    order = feeds.epoch_order(10, shuffle)
     cursor = tf.Variable(0, dtype=tf.int64)
     source = sources.ArraySource((tf.constant(x), tf.constant(y)), order, cursor, 4, 10)
     seen = []
@@ -68,8 +68,8 @@ def test_arrays_are_cut_in_the_epochs_order_with_a_short_last_micro_batch(shuffl
 
 def test_arrays_refuse_mismatched_rows_and_missing_targets():
     with pytest.raises(ValueError, match="same number of rows"):
-        sources.as_arrays(np.zeros((4, 2)), np.zeros((5, 1)), None)
+        feeds.as_arrays(np.zeros((4, 2)), np.zeros((5, 1)), None)
     with pytest.raises(ValueError, match="`y` must be given"):
-        sources.as_arrays(np.zeros((4, 2)), None, None)
+        feeds.as_arrays(np.zeros((4, 2)), None, None)
     with pytest.raises(ValueError, match="scalar"):
-        sources.as_arrays(np.zeros((4, 2)), 3.0, None)
+        feeds.as_arrays(np.zeros((4, 2)), 3.0, None)

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from gaviz.gallery import pitfalls
 from gaviz.training import rules, window_cycle
-from gaviz.training.micro_step import WeightPenalty
+from gaviz.training.forward_backward import WeightPenalty
 from gaviz.training.window import WindowSums
 from gaviz.training.window_cycle import WindowCycle, WindowStore
 

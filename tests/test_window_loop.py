@@ -8,7 +8,7 @@ from helpers import clone, make_mlp
 from reference import dataset_of, group_windows, max_weight_difference, micro_batches, train_big_batches
 
 from gaviz.training import rules
-from gaviz.training.micro_step import MicroStep, WeightPenalty
+from gaviz.training.forward_backward import ForwardBackward, WeightPenalty
 from gaviz.training.objective import Objective
 from gaviz.training.state import TrainerState
 from gaviz.training.window import WindowResult
@@ -36,7 +36,7 @@ def build_loop(model, micro, hooks=Hooks(), rule=rules.EXACT, tail="flush"):
     state = TrainerState(strategy)
     state.build(model.trainable_variables, carry=tail == "carry" or rule.sums_outlive_updates)
     optimizer.build(model.trainable_variables)
-    micro_step = MicroStep(model, optimizer, objective)
+    micro_step = ForwardBackward(model, optimizer, objective)
     cycle = WindowCycle(optimizer, micro_step.variables, rule, penalty=WeightPenalty(model),
                         skipped_windows=state.skipped_windows)
     return WindowLoop(micro_step, cycle, state, strategy, hooks, rule, tail, capacity=8)

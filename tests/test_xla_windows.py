@@ -158,7 +158,7 @@ def test_auto_the_default_chooses_xla_where_layers_allow_but_not_for_convolution
     with caplog.at_level("INFO", logger="gaviz"):
         mlp = gaviz.AccumulationTrainer(make_mlp(), sgd(0.1), "mse", K)  # the default
     assert mlp.jit_compile and mlp.window_loop.whole_call_compiled
-    assert mlp.window_loop.compiled_micro_sums == mlp.window_loop.micro_step.sums  # datasets: none
+    assert mlp.window_loop.compiled_micro_sums == mlp.window_loop.forward_backward.sums  # datasets: none
     assert "jit_compile='auto'" in caplog.text and "compiles each graph call" in caplog.text
     reference = gaviz.AccumulationTrainer(make_mlp(), sgd(0.1), "mse", K, jit_compile=False)
     assert not reference.jit_compile

@@ -3,8 +3,8 @@ the graph, with ``Model.fit``'s conventions), ``Accumulator`` (the same window
 for your own loop or ``train_step``), and what a run reports.
 
 The modules, from the top: ``trainer`` builds the window loop once from its
-parts; ``window_loop`` is the graph code one call runs, from ``micro_step``,
-``window_update``, ``state`` and a ``rules.Rule`` (the window's arithmetic as
+parts; ``window_loop`` is the graph code one call runs, from ``forward_backward``,
+``window_cycle``, ``state`` and a ``rules.Rule`` (the window's arithmetic as
 data, on ``window``'s pure functions); ``feeds``, ``sources``, ``fitting``,
 ``validation`` and ``call_size`` turn ``fit``'s data into graph calls and run
 the epochs (``preprocessing``: a KerasHub task's preprocessor on them);

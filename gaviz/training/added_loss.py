@@ -3,7 +3,7 @@
 ``Model.fit`` adds them once per big batch, to the compiled loss (a mean over
 the batch's rows, or over its tokens, or a sum). The micro-step takes each as
 its micro-batch's value times what the micro-batch's loss divides by (its
-``normalizer``: rows, loss elements or total weight; :mod:`gaviz.training.micro_step`),
+``normalizer``: rows, loss elements or total weight; :mod:`gaviz.training.forward_backward`),
 and the window divides by its total. At ``accumulation_steps=1`` that is
 ``Model.fit``'s loss exactly, whatever the added loss is. Over a window of
 several micro-batches it is exact when the added loss is
@@ -41,7 +41,7 @@ import numpy as np
 
 from gaviz import _keras
 from gaviz.training import row_means
-from gaviz.training.micro_step import added_loss_layers, regularized_weights
+from gaviz.training.forward_backward import added_loss_layers, regularized_weights
 
 
 def may_add_losses(model) -> bool:

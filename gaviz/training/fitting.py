@@ -226,13 +226,13 @@ class _Run:
             if limit is not None:
                 size = tf.minimum(size, limit - windows)
             with self._first_call_filtered():
-                rows, done = call(size, k_tensor)
+                reports, done = call(size, k_tensor)
             if self.state_watch is not None:
                 self.state_watch.check(k, stacklevel=6)
                 self.state_watch = None
-            rows = rows.numpy()[: int(done)]
-            self.call_size.observe(time.perf_counter() - started, len(rows))
-            results = [WindowResult.unpack(row) for row in rows]
+            reports = reports.numpy()[: int(done)]
+            self.call_size.observe(time.perf_counter() - started, len(reports))
+            results = [WindowResult.unpack(report) for report in reports]
             consumed += sum(r.consumed for r in results)
             windows += sum(r.due for r in results)
             applied = sum(self._record(result, epoch) for result in results)

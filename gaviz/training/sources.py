@@ -2,8 +2,8 @@
 
 A feed describes each epoch as a pass (:class:`IteratorPass`,
 :class:`ArrayPass`); the window loop runs it through a source. Two sources,
-one interface: ``source.accumulate(micro_step, sums, steps, k)``
-runs ``sums = micro_step(element, sums)`` for each micro-batch until the
+one interface: ``source.accumulate(add_micro_batch, sums, steps, k)``
+runs ``sums = add_micro_batch(element, sums)`` for each micro-batch until the
 window holds ``k`` of them or the data runs out, and returns
 ``(sums, steps, consumed, exhausted)``.
 
@@ -55,9 +55,9 @@ class IteratorSource:
     def __init__(self, iterator):
         self.iterator = iterator
 
-    def accumulate(self, micro_step, sums, steps, k):
+    def accumulate(self, add_micro_batch, sums, steps, k):
         if isinstance(self.iterator, tf.data.Iterator):
-            return self._accumulate_reading_ahead(micro_step, sums, steps, k)
+            return self._accumulate_reading_ahead(add_micro_batch, sums, steps, k)
 
         def more(sums, steps, consumed, exhausted):
             return tf.logical_and(steps < k, tf.logical_not(exhausted))
@@ -67,7 +67,7 @@ class IteratorSource:
                 element = self.iterator.get_next_as_optional()
             return tf.cond(
                 element.has_value(),
-                lambda: (micro_step(element.get_value(), sums), steps + 1, consumed + 1,
+                lambda: (add_micro_batch(element.get_value(), sums), steps + 1, consumed + 1,
                          tf.constant(False)),
                 lambda: (sums, steps, consumed, tf.constant(True)),
             )
@@ -76,7 +76,7 @@ class IteratorSource:
         # One micro-step at a time (see the module's docstring).
         return tf.while_loop(more, next_micro_batch, start, parallel_iterations=1)
 
-    def _accumulate_reading_ahead(self, micro_step, sums, steps, k):
+    def _accumulate_reading_ahead(self, add_micro_batch, sums, steps, k):
         consumed = tf.constant(0, tf.int64)
         with tf.name_scope("get_next"):
             following = tf.cond(
@@ -92,7 +92,7 @@ class IteratorSource:
                 # Read while this micro-step runs, unless the window ends with it.
                 following = tf.cond(steps + 1 < k, self.iterator.get_next_as_optional,
                                     lambda: current)
-            return micro_step(current.get_value(), sums), steps + 1, consumed + 1, following
+            return add_micro_batch(current.get_value(), sums), steps + 1, consumed + 1, following
 
         # One micro-step at a time (see the module's docstring).
         sums, steps, consumed, _ = tf.while_loop(
@@ -123,7 +123,7 @@ class ArraySource:
         self.arrays, self.order, self.cursor = arrays, order, cursor
         self.batch_size, self.rows = batch_size, rows
 
-    def accumulate(self, micro_step, sums, steps, k):
+    def accumulate(self, add_micro_batch, sums, steps, k):
         # How many micro-batches this window takes is known before it starts:
         # a counted loop, no end-of-data test per micro-step.
         size = self.batch_size
@@ -135,13 +135,13 @@ class ArraySource:
         # micro-step at a time (see the module's docstring).
         _, sums = tf.while_loop(
             lambda i, sums: i < full,
-            lambda i, sums: (i + 1, micro_step(self._cut(start + i * size, size), sums)),
+            lambda i, sums: (i + 1, add_micro_batch(self._cut(start + i * size, size), sums)),
             (tf.constant(0, tf.int64), sums), parallel_iterations=1,
         )
         short = self.rows % size
         if short:  # the epoch's last micro-batch is short: it runs when this window reaches it
             sums = tf.cond(full < consumed,
-                           lambda: micro_step(self._cut(self.rows - short, short), sums),
+                           lambda: add_micro_batch(self._cut(self.rows - short, short), sums),
                            lambda: sums)
         self.cursor.assign(tf.minimum(start + consumed * size, self.rows))
         exhausted = consumed == left

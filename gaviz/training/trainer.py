@@ -3,7 +3,7 @@
 The trainer checks its arguments, compiles the model, owns the state
 (:mod:`gaviz.training.state`) and drives ``fit`` (:mod:`gaviz.training.fitting`). The graph
 code one call runs is in :mod:`gaviz.training.window_loop`: windows of micro-steps
-(:mod:`gaviz.training.micro_step`), each finished and applied
+(:mod:`gaviz.training.forward_backward`), each finished and applied
 (:mod:`gaviz.training.window_cycle`); the arithmetic is in :mod:`gaviz.training.window` and
 :mod:`gaviz.training.rules`.
 """
@@ -30,8 +30,8 @@ from gaviz.training import (
     validation,
     window_loop,
 )
+from gaviz.training.forward_backward import ForwardBackward, WeightPenalty, unpack
 from gaviz.training.history import History, Update
-from gaviz.training.micro_step import MicroStep, WeightPenalty, unpack
 from gaviz.training.objective import NORMALIZATIONS, Objective, check_loss
 from gaviz.training.own_loss import OwnLoss
 from gaviz.training.state import TrainerState
@@ -216,10 +216,11 @@ class AccumulationTrainer(tf.Module):
 
     def _window_loop(self) -> WindowLoop:
         """The graph code, built from its parts."""
-        micro_step = MicroStep(self.model, self.optimizer, self.objective, self.own_loss)
+        forward_backward = ForwardBackward(self.model, self.optimizer, self.objective,
+                                           self.own_loss)
         makes_loss = self.own_loss or self.objective
         cycle = WindowCycle(
-            self.optimizer, micro_step.variables, self.rule,
+            self.optimizer, forward_backward.variables, self.rule,
             divides=makes_loss.normalize != "sum",
             # A model's own compute_loss holds the weight penalty (as Keras's does).
             penalty=None if makes_loss.includes_weight_penalty else WeightPenalty(self.model),
@@ -233,7 +234,7 @@ class AccumulationTrainer(tf.Module):
         _LOG.info("gaviz: jit_compile=%r for %s: XLA %s", self._jit_compile_asked,
                   self.model.name, window_loop.XLA_MODES[xla].says)
         return WindowLoop(
-            micro_step, cycle, self.state, self.strategy, hooks, self.rule, self.tail,
+            forward_backward, cycle, self.state, self.strategy, hooks, self.rule, self.tail,
             loss_tracker=_keras.loss_tracker(self.model), capacity=self.call_size.capacity,
             xla=xla,
         )
@@ -466,7 +467,7 @@ class AccumulationTrainer(tf.Module):
         feed = feeds.make_feed(data, self.model, self.strategy, targets=self._needs_targets)
         self._prepare(feed)
         k = self.accumulation_steps_for(initial_epoch + 1)
-        validation_data = validation.Validation.make(
+        validator = validation.Validation.make(
             feed.validation_data,
             validation_batch_size or feed.effective_batch_size(k),
             validation_freq,
@@ -482,7 +483,7 @@ class AccumulationTrainer(tf.Module):
             self.accumulation_steps_for, Tail(self.tail), self.state.micro_steps_in_window,
         )
         return fitting.fit(training, feed, range(initial_epoch + 1, epochs + 1), updates,
-                           callbacks, verbose, validation_data, state_watch)
+                           callbacks, verbose, validator, state_watch)
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  steps=None, callbacks=None, return_dict=False):

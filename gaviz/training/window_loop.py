@@ -8,7 +8,7 @@ applied or skipped, emptied (or kept open for the next call).
 
 :class:`WindowLoop` is built from its parts, as Keras builds its looped
 train function from a step function: the micro-step
-(:class:`gaviz.training.micro_step.MicroStep`), the window's cycle
+(:class:`gaviz.training.forward_backward.ForwardBackward`), the window's cycle
 (:class:`gaviz.training.window_cycle.WindowCycle`), the state
 (:class:`gaviz.training.state.TrainerState`), the strategy, the :class:`Hooks` and
 the :class:`gaviz.training.rules.Rule`. It holds no trainer.
@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from gaviz import _keras
 from gaviz.training import rules, sources, window, window_cycle
-from gaviz.training.micro_step import MicroStep, clip_mean_gradient, unpack
+from gaviz.training.forward_backward import ForwardBackward, clip_mean_gradient, unpack
 from gaviz.training.state import TrainerState
 from gaviz.training.window import WindowResult, WindowSums
 from gaviz.training.window_cycle import APPLIED, WindowCycle, when
@@ -76,7 +76,7 @@ class XlaMode(NamedTuple):
 
 XLA_MODES = {
     "off": XlaMode(False, False, "off (plain TensorFlow graphs)"),
-    "micro_step": XlaMode(False, True, "compiles each micro-step"),
+    "per_micro_batch": XlaMode(False, True, "compiles each micro-step"),
     "whole_call": XlaMode(True, True, "compiles each graph call on arrays whole, and each "
                                       "micro-step of a dataset"),
     "arrays": XlaMode(True, False, "compiles each graph call on arrays whole (a dataset's "
@@ -89,7 +89,7 @@ class WindowLoop:
     one for arrays: each runs up to ``max_windows`` windows per call.
 
     Args:
-        micro_step: one micro-batch's forward and backward pass.
+        forward_backward: one micro-batch's forward and backward pass.
         cycle: a window's life once its micro-batches are added.
         state: counters, the array cursor and a carried window.
         strategy: the ``tf.distribute.Strategy`` the loop runs under.
@@ -104,11 +104,11 @@ class WindowLoop:
         xla: one of :data:`XLA_MODES`.
     """
 
-    def __init__(self, micro_step: MicroStep, cycle: WindowCycle,
+    def __init__(self, forward_backward: ForwardBackward, cycle: WindowCycle,
                  state: TrainerState, strategy, hooks: Hooks = Hooks(),
                  rule: rules.Rule = rules.EXACT, tail: str = "flush", loss_tracker=None,
                  capacity: int = 1, xla: str = "off"):
-        self.micro_step, self.cycle = micro_step, cycle
+        self.forward_backward, self.cycle = forward_backward, cycle
         self.state, self.strategy, self.hooks, self.rule = state, strategy, hooks, rule
         self.tail, self.loss_tracker, self.capacity = tail, loss_tracker, capacity
         self.xla = xla
@@ -126,12 +126,12 @@ class WindowLoop:
             autograph=False,
         )
         self.compiled_micro_sums = (
-            tf.function(micro_step.sums, jit_compile=True, autograph=False)
-            if XLA_MODES[xla].micro_steps else micro_step.sums
+            tf.function(forward_backward.sums, jit_compile=True, autograph=False)
+            if XLA_MODES[xla].micro_steps else forward_backward.sums
         )
 
     def start(self, epoch):
-        """``call(max_windows, accumulation_steps) -> (rows, done)``, which runs
+        """``call(max_windows, accumulation_steps) -> (reports, done)``, which runs
         up to ``max_windows`` windows of ``epoch``'s next micro-batches (a
         feed's pass: :class:`~gaviz.training.sources.IteratorPass` or
         :class:`~gaviz.training.sources.ArrayPass`)."""
@@ -153,7 +153,7 @@ class WindowLoop:
 
     def iterator_function(self, iterator):
         """The traced graph one call runs for ``iterator``:
-        ``(iterator, max_windows, accumulation_steps) -> (rows, done)``."""
+        ``(iterator, max_windows, accumulation_steps) -> (reports, done)``."""
         return self.iterator_windows.get_concrete_function(
             iterator, tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int64)
         )
@@ -173,46 +173,47 @@ class WindowLoop:
         source = sources.ArraySource(arrays, order, self.state.array_cursor, batch_size, rows)
         # Inside one XLA program already, the micro-step is not compiled
         # again (XLA cannot nest the two).
-        micro_sums = self.micro_step.sums if self.whole_call_compiled else self.compiled_micro_sums
+        micro_sums = (self.forward_backward.sums if self.whole_call_compiled
+                      else self.compiled_micro_sums)
         return self._windows(source, micro_sums, max_windows, accumulation_steps)
 
     def _windows(self, source, micro_sums, max_windows, accumulation_steps):
         """Runs up to ``max_windows`` windows, each micro-batch through
-        ``micro_sums``; returns ``(rows, done)``: one packed WindowResult row
+        ``micro_sums``; returns ``(reports, done)``: one packed WindowResult
         per window, the first ``done`` of them filled.
 
         Stops early when the data runs out or a due window is not finite
         (so the error is raised with the weights of the update before it).
         """
         state, strategy = self.state, self.strategy
-        sums = strategy.run(state.window.read, args=(self.micro_step.variables(),))
+        sums = strategy.run(state.window.read, args=(self.forward_backward.variables(),))
         steps = state.micro_steps_in_window.read_value()
 
-        def more(go_on, done, sums, steps, rows):
+        def more(go_on, done, sums, steps, reports):
             return tf.logical_and(go_on, done < max_windows)
 
-        def next_window(go_on, done, sums, steps, rows):
+        def next_window(go_on, done, sums, steps, reports):
             sums, steps, result = self._window(source, micro_sums, sums, steps, accumulation_steps)
             with tf.name_scope("report"):
-                rows = rows.write(done, result.pack())
+                reports = reports.write(done, result.pack())
             stopped = tf.logical_and(result.due, tf.logical_not(result.finite))
             go_on = tf.logical_not(tf.logical_or(result.exhausted, stopped))
-            return go_on, done + 1, sums, steps, rows
+            return go_on, done + 1, sums, steps, reports
 
         # Windows one at a time too: the next window's sums start from
         # zeros, so without this its first micro-step could run while this
         # window's gradients are still being applied (more memory at the peak).
-        _, done, sums, steps, rows = tf.while_loop(
+        _, done, sums, steps, reports = tf.while_loop(
             more, next_window,
-            (tf.constant(True), tf.constant(0), sums, steps, self._result_rows()),
+            (tf.constant(True), tf.constant(0), sums, steps, self._reports()),
             parallel_iterations=1,
         )
         if state.carries:
             strategy.run(state.window.write, args=(sums,))
         state.micro_steps_in_window.assign(steps)
-        return rows.stack(), done
+        return reports.stack(), done
 
-    def _result_rows(self):
+    def _reports(self):
         """A TensorArray for one packed WindowResult per window of a call."""
         fields = [len(WindowResult._fields)]
         if self.whole_call_compiled:  # XLA needs a fixed size: the most windows a call runs
@@ -256,13 +257,12 @@ class WindowLoop:
     def _accumulate(self, source, micro_sums, sums, steps, k):
         """Micro-steps until the window is full or the data runs out."""
 
-        def micro_step(element, sums):
-            return self.strategy.run(self._replica_micro_step,
-                                     args=(element, sums, micro_sums, k))
+        def add_micro_batch(element, sums):
+            return self.strategy.run(self._replica_add, args=(element, sums, micro_sums, k))
 
-        return source.accumulate(micro_step, sums, steps, k)
+        return source.accumulate(add_micro_batch, sums, steps, k)
 
-    def _replica_micro_step(self, element, sums, micro_sums, k):
+    def _replica_add(self, element, sums, micro_sums, k):
         """Adds one micro-batch to this replica's running sums (no communication)."""
         rule = self.rule
         micro = rule.contribution(micro_sums(*unpack(element), k))
@@ -280,8 +280,8 @@ class WindowLoop:
     def _pattern(self) -> tuple:
         """The variables an update steps: those the loss (traced before this)
         or the weight penalty reaches, by index."""
-        count = len(self.micro_step.variables())
-        return self.micro_step.reach.pattern(count, self.cycle.penalized())
+        count = len(self.forward_backward.variables())
+        return self.forward_backward.reach.pattern(count, self.cycle.penalized())
 
     def _reduce(self, sums):
         """The window's totals across replicas (every replica holds the same)."""
@@ -341,7 +341,7 @@ def weight_bytes(model) -> int:
 
 def xla_mode(model, jit_compile: bool | str) -> str:
     """How XLA compiles ``model``'s window loop: ``"off"`` without
-    ``jit_compile``; ``"whole_call"`` on arrays; ``"micro_step"`` (with a
+    ``jit_compile``; ``"whole_call"`` on arrays; ``"per_micro_batch"`` (with a
     warning) where XLA would slow the whole loop down: convolutions on a CPU.
 
     ``"auto"`` is ``"arrays"`` (the whole call on arrays, as
@@ -363,7 +363,7 @@ def xla_mode(model, jit_compile: bool | str) -> str:
     slow = _slow_in_a_cpu_xla_loop(model)
     if slow:
         _warn_micro_steps_compiled(slow)
-        return "micro_step"
+        return "per_micro_batch"
     return "whole_call"
 
 

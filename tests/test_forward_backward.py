@@ -1,4 +1,4 @@
-"""One micro-batch's forward and backward pass (gaviz.training.micro_step), as sums:
+"""One micro-batch's forward and backward pass (gaviz.training.forward_backward), as sums:
 compared with the same quantities computed by hand on a plain tape."""
 
 import keras
@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 from helpers import make_mlp
 
-from gaviz.training.micro_step import MicroStep, unpack
+from gaviz.training.forward_backward import ForwardBackward, unpack
 from gaviz.training.objective import Objective
 
 
@@ -15,7 +15,7 @@ def prepared(model, x, y, loss="mse", metrics=None):
     objective = Objective(model._compile_loss, None)
     objective.build(tf.constant(y), model(x))
     model._symbolic_build(data_batch=(x, y))
-    return MicroStep(model, model.optimizer, objective)
+    return ForwardBackward(model, model.optimizer, objective)
 
 
 def by_hand(model, x, y, w=None, extra=lambda: 0.0):

@@ -15,7 +15,7 @@ from gaviz.training.objective import Objective
 from gaviz.training.window import WindowSums
 
 
-class MicroStep:
+class ForwardBackward:
     """Forward and backward pass of one micro-batch, unnormalized.
 
     The objective is the summed weighted loss (the compiled loss's terms,
