@@ -6,6 +6,8 @@ command line and the public names load when asked (docs/guide/layout.md)."""
 import ast
 import importlib
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -58,3 +60,13 @@ def test_an_upward_import_is_found(tmp_path):
 def test_each_part_is_a_package_that_re_exports_its_names(part):
     package = importlib.import_module(f"gaviz.{part}")
     assert package.__all__ and all(hasattr(package, name) for name in package.__all__)
+
+
+def test_the_plots_load_no_tensorflow():
+    """plotting.py draws with matplotlib alone (its argument checks are
+    gaviz/_arguments.py's): a figure of finished runs needs no TensorFlow."""
+    code = ("import sys\nimport gaviz.plotting, gaviz._arguments, gaviz.lesson_files\n"
+            "print('tensorflow' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, check=True).stdout
+    assert out.strip() == "False"
