@@ -9,20 +9,12 @@ from helpers import make_mlp
 
 from gaviz import _tensorflow
 from gaviz.training import feeds, sources
-from gaviz.training.tail import Tail
 
 STRATEGY = tf.distribute.get_strategy()
 
 
 def arrays(n=10):
     return np.arange(n, dtype=np.float32).reshape(n, 1).repeat(5, axis=1), np.zeros((n, 1), np.float32)
-
-
-@pytest.mark.parametrize("tail, carried, expected", [
-    ("flush", 0, 4), ("drop", 0, 3), ("carry", 0, 3), ("carry", 2, 4), ("carry", 1, 3)])
-def test_updates_per_epoch(tail, carried, expected):
-    assert Tail(tail).updates_per_epoch(10, 3, carried) == expected
-    assert Tail(tail).updates_per_epoch(None, 3, carried) is None
 
 
 def test_arrays_become_an_array_feed_cut_in_the_graph():
