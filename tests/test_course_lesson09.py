@@ -209,3 +209,26 @@ def test_a_shuffled_fit_is_named():
     outcome = lesson09.your_model.evaluate(tiny_model, fit_with(shuffle=True),
                                            your_model.best_epoch)
     assert outcome.status == "fail" and "Pass shuffle=False" in outcome.message
+
+
+def test_keras_accumulation_in_the_optimizer_is_named():
+    def make_my_model():
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+        model.compile(keras.optimizers.SGD(0.01, gradient_accumulation_steps=8), "mse")
+        return model
+
+    outcome = lesson09.your_model.evaluate(make_my_model, fit_with(), your_model.best_epoch)
+    assert outcome.status == "fail" and "must not have gradient_accumulation_steps" in \
+        outcome.message
+
+
+def test_the_wrong_number_of_epochs_is_named():
+    import gaviz
+
+    def fit_accumulated(model, x, y, validation_data):
+        return gaviz.AccumulationTrainer(model, accumulation_steps=8).fit(
+            x, y, batch_size=32, epochs=2, shuffle=False, validation_data=validation_data,
+            verbose=0)
+
+    outcome = lesson09.your_model.evaluate(tiny_model, fit_accumulated, your_model.best_epoch)
+    assert outcome.status == "fail" and "expected 3 epochs, the History holds 2" in outcome.message
