@@ -56,11 +56,11 @@ lint: $(STAMP_TEST)
 # by .ci/lowest_pins.py), in an environment of their own, run the exactness and
 # Keras-convention tests: the versions gaviz claims are versions it tests.
 VENV_OLDEST := .venv-oldest
-OLDEST_TESTS := tests/test_exactness.py tests/test_keras_fit_exact.py \
-	tests/test_keras_fit_arguments.py tests/test_keras_callbacks.py \
-	tests/test_every_optimizer.py tests/test_recompiling.py tests/test_custom_steps.py \
-	tests/test_keras_door.py tests/test_training_contract.py \
-	tests/test_precision_and_memory.py tests/test_tokens_and_batchnorm.py tests/test_accumulator.py
+OLDEST_TESTS := tests/training/test_exactness.py tests/training/test_keras_fit_exact.py \
+	tests/training/test_keras_fit_arguments.py tests/training/test_keras_callbacks.py \
+	tests/training/test_every_optimizer.py tests/training/test_compiling.py tests/training/test_own_loss.py \
+	tests/test_keras_door.py tests/training/test_training_contract.py \
+	tests/training/test_precision_and_memory.py tests/training/test_tokens_and_batchnorm.py tests/training/test_accumulator.py
 
 test-oldest:
 	test -x $(VENV_OLDEST)/bin/python || $(PYTHON) -m venv $(VENV_OLDEST)

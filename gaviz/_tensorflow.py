@@ -235,7 +235,7 @@ def dataset_caches(dataset) -> bool:
     """Whether ``dataset`` or a dataset it reads from is a ``.cache()``: each
     dataset's inputs are ``DatasetV2._inputs()`` and a cache is a
     ``CacheDataset`` (tensorflow/python/data/ops/dataset_ops.py and
-    cache_op.py; tests/test_feeds.py checks that both are still so)."""
+    cache_op.py; tests/training/test_feeds.py checks that both are still so)."""
     stack = [dataset]
     while stack:
         dataset = stack.pop()

@@ -26,10 +26,10 @@ def regression_data():
 #: holds the unit, exactness and convention tests and stays under ten minutes.
 E2E = (
     "tests/browser/",
-    "tests/test_solved_lessons.py",
+    "tests/course/test_solved_lessons.py",
     "tests/test_wheel.py",
     "tests/test_first_run.py",
-    "tests/test_lessons.py::test_lesson_runs_top_to_bottom",
+    "tests/course/test_lessons.py::test_lesson_runs_top_to_bottom",
     "tests/test_benchmarks.py::test_every_benchmark_runs_and_reports",
     "tests/test_benchmarks.py::test_accumulation_holds_one_micro_batch_of_activations_at_a_time",
 )

@@ -267,7 +267,7 @@ def test_missing_tensorflow_is_named_with_how_to_install(tmp_path):
 def test_lesson_first_cell_starts_quietly(path):
     """A lesson starts TensorFlow quietly (``import gaviz.quiet``), before anything
     imports it. (That each lesson, first cell included, shows nothing red in a
-    newcomer's kernel is tests/test_lessons.py's whole-lesson run.)"""
+    newcomer's kernel is tests/course/test_lessons.py's whole-lesson run.)"""
     notebook = nbformat.read(path, as_version=4)
     first = next(c for c in notebook.cells if c.cell_type == "code").source
     assert re.search(r"^import gaviz\.quiet\b", first, re.M), (

@@ -228,7 +228,7 @@ def all_finite(loss, gradients):
 
     One ``is_finite`` pass over each tensor, once per window. (The cheaper
     ``is_finite(reduce_sum(x * 0))`` let a NaN window through under
-    TensorFlow 2.16.2: tests/test_training_contract.py, in make test-oldest.)
+    TensorFlow 2.16.2: tests/training/test_training_contract.py, in make test-oldest.)
     """
     checks = [tf.reduce_all(tf.math.is_finite(tf.cast(loss, tf.float32)))]
     checks += [tf.reduce_all(tf.math.is_finite(g)) for g in gradients]

@@ -7,7 +7,7 @@ import sys
 
 from gaviz.course import lesson12
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 
 solution = importlib.import_module("solutions.12_callback")
 

@@ -14,7 +14,7 @@ import numpy as np
 
 import gaviz
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 
 callback = importlib.import_module("solutions.12_callback")
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 import gaviz
 from gaviz.course import accumulation_epoch, lesson03, max_difference
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 solution = importlib.import_module("solutions.03_window")
 
 

@@ -17,7 +17,7 @@ import tensorflow as tf
 import gaviz
 from gaviz.course import corpus, language_model, lesson13, max_difference
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 solution = importlib.import_module("solutions.13_token_epoch")
 lesson08 = importlib.import_module("solutions.08_accumulator_epoch")
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 
 from helpers import make_mlp
 from reference import dataset_of, group_windows, micro_batches, train_big_batches

@@ -12,7 +12,7 @@ import tensorflow as tf
 import gaviz
 from gaviz.course import lesson08, make_accumulators
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 solution = importlib.import_module("solutions.08_graph_trainer")
 accumulator_solution = importlib.import_module("solutions.08_accumulator_epoch")
 

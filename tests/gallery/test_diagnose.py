@@ -23,7 +23,7 @@ from gaviz.gallery import probes, signatures
 from gaviz.gallery.diagnosis import Diagnosis, SubjectError, diagnose
 
 K = 4
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
 
 # ------------------------------------------------------------------ helpers

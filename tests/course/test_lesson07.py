@@ -8,7 +8,7 @@ import sys
 
 from gaviz.course import lesson07
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 solution = importlib.import_module("solutions.07_lr_scaling")
 
 EXERCISE = lesson07.scaled_learning_rate

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 
 batch_sizes = importlib.import_module("solutions.01_batch_sizes")
 train_step_solution = importlib.import_module("solutions.02_train_step")

@@ -3,7 +3,7 @@ names the usual mistakes; and what lesson 11 and the guide's caveats page say ab
 built-in `gradient_accumulation_steps`, about frozen batch normalization and about an Embedding's
 sparse gradients, checked against independent computations, so that their sentences fail a test
 when a Keras release changes them. (Diagnose's verdict on the built-in is
-tests/test_diagnose.py's.)"""
+tests/gallery/test_diagnose.py's.)"""
 
 import warnings
 
@@ -185,7 +185,7 @@ def _freeze_solution():
     import pathlib
     import sys
 
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
     return importlib.import_module("solutions.11_freeze").freeze_batch_normalization
 
 

@@ -6,7 +6,7 @@ import sys
 
 from gaviz.course import lesson06
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 solution = importlib.import_module("solutions.06_window_sizes")
 end_solution = importlib.import_module("solutions.06_end_of_epoch")
 

@@ -1,7 +1,7 @@
 """gaviz.Accumulator under MirroredStrategy on two logical CPU devices, in its
 own process (logical devices must be set before TensorFlow starts).
 
-Prints one JSON line, ``RESULT {...}``, with what tests/test_distributed.py checks.
+Prints one JSON line, ``RESULT {...}``, with what tests/training/test_distributed.py checks.
 """
 
 import json
@@ -18,7 +18,7 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from reference import group_windows, micro_batches, train_big_batches  # noqa: E402
 
 import gaviz  # noqa: E402

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 
 timing = importlib.import_module("solutions.09_timing")
 

@@ -179,7 +179,7 @@ def _lesson_exercises():
 def test_every_exercise_is_used_by_its_lesson_and_has_its_solution():
     import pathlib
 
-    lessons = pathlib.Path(__file__).resolve().parents[1] / "lessons"
+    lessons = pathlib.Path(__file__).resolve().parents[2] / "lessons"
     found = list(_lesson_exercises())
     assert found, "no exercises in gaviz.course"
     for number, name, exercise in found:

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from gaviz.course import lesson04
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 solution = importlib.import_module("solutions.04_reset")
 growth_solution = importlib.import_module("solutions.04_update_norms_grow")
 

@@ -9,7 +9,7 @@ import pytest
 
 from gaviz.course import lesson01
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 solution = importlib.import_module("solutions.01_batch_sizes")
 
 

@@ -5,7 +5,7 @@ couple a batch's items.
 Each is compared with an independent big batch: a GradientTape over the
 window's rows and one Keras optimizer step (which skips a variable whose
 gradient is None), or Keras's own Model.fit. Nothing here uses gaviz's
-arithmetic. Two replicas: ``python tests/test_accumulator_edges.py mirrored``
+arithmetic. Two replicas: ``python tests/training/test_accumulator_edges.py mirrored``
 in a subprocess (logical devices must be set before TensorFlow starts).
 """
 
@@ -452,7 +452,7 @@ def test_flush_at_epoch_end_refuses_an_epoch_longer_than_the_one_it_learned():
 
 
 def test_the_own_loop_guide_says_what_a_coupled_loss_gets():
-    guide = (HERE.parent / "docs" / "guide" / "own_loop.md").read_text()
+    guide = (HERE.parents[1] / "docs" / "guide" / "own_loop.md").read_text()
     section = guide.split("## Losses that couple a batch's items")[1].split("\n## ")[0]
     section = " ".join(section.split())
     for words in ("in-batch negatives", "batch statistics", "your_training.md"):

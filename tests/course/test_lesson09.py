@@ -10,7 +10,7 @@ import keras
 
 from gaviz.course import lesson09
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 solution = importlib.import_module("solutions.09_timing")
 your_model = importlib.import_module("solutions.09_your_model")
 

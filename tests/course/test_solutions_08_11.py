@@ -10,7 +10,7 @@ import numpy as np
 
 import gaviz
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 
 accumulator = importlib.import_module("solutions.08_accumulator_epoch")
 your_model = importlib.import_module("solutions.09_your_model")

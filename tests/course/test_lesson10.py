@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from gaviz.course import lesson10
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 solution = importlib.import_module("solutions.10_replica_step")
 MSE = keras.losses.MeanSquaredError(reduction="none")
 
@@ -97,7 +97,7 @@ def on_two_replicas():
     import os
     import subprocess
 
-    lessons = str(pathlib.Path(__file__).resolve().parents[1] / "lessons")
+    lessons = str(pathlib.Path(__file__).resolve().parents[2] / "lessons")
     done = subprocess.run([sys.executable, "-c", TWO_REPLICAS, lessons], capture_output=True,
                           text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -139,7 +139,7 @@ def test_the_classic_distributed_loop_is_the_mean_of_means_and_the_accumulator_t
     import os
     import subprocess
 
-    script = pathlib.Path(__file__).resolve().parent / "distributed" / "lesson10_loops.py"
+    script = pathlib.Path(__file__).resolve().parent / "lesson10_loops.py"
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert done.returncode == 0, done.stderr[-3000:]

@@ -4,7 +4,7 @@ must be set up before TensorFlow starts, which the pytest process has already do
 The classic loop (each micro-batch's mean gradient / k into ON_READ sums inside
 strategy.run, apply_gradients after it), gaviz.Accumulator's step in its place, Keras's
 built-in on one device, and the single-device big batch, on lesson 10's data and sizes.
-Prints one JSON object for tests/test_course_lesson10.py.
+Prints one JSON object for tests/course/test_lesson10.py.
 """
 
 import json

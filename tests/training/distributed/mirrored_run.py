@@ -1,7 +1,7 @@
 """Runs in its own process: two logical CPU devices must be set up before
 TensorFlow starts, which the pytest process has already done.
 
-Prints one JSON object with what tests/test_distributed.py checks.
+Prints one JSON object with what tests/training/test_distributed.py checks.
 """
 
 import inspect
@@ -19,7 +19,7 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from reference import group_windows, micro_batches, train_big_batches  # noqa: E402
 
 import gaviz  # noqa: E402

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from gaviz.course import lesson02
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 solution = importlib.import_module("solutions.02_train_step")
 
 

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from gaviz.course import lesson05
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "lessons"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 solution = importlib.import_module("solutions.05_window_loss")
 micro_loss_solution = importlib.import_module("solutions.05_micro_loss")
 

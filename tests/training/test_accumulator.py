@@ -2,7 +2,7 @@
 
 The reference (tests/reference.py) shares no code with gaviz: windows of
 micro-batches concatenated into big batches, one eager update each. Under
-MirroredStrategy: tests/distributed/accumulator_run.py, via test_distributed.
+MirroredStrategy: tests/training/distributed/accumulator_run.py, via test_distributed.
 """
 
 import warnings
