@@ -44,9 +44,11 @@ test: $(STAMP_TEST)
 	$(BIN)/python -m pytest -m "not e2e" -n 2
 
 # The end-to-end tests (tests/conftest.py's E2E): every lesson in JupyterLab and
-# solved, the wheel in a new environment, a first run's terminal, every benchmark.
+# solved, the wheel in a new environment, a first run's terminal, every benchmark,
+# the guide's examples and the command line as printed. Two processes too: the
+# browser walk of the lessons waits on JupyterLab about half the time.
 test-e2e: $(STAMP_TEST)
-	$(BIN)/python -m pytest -m e2e
+	$(BIN)/python -m pytest -m e2e -n 2
 
 # pyflakes, pycodestyle, isort and bugbear (pyproject.toml's [tool.ruff]).
 lint: $(STAMP_TEST)
@@ -64,11 +66,11 @@ OLDEST_TESTS := tests/training/test_exactness.py tests/training/test_keras_fit_e
 
 test-oldest:
 	test -x $(VENV_OLDEST)/bin/python || $(PYTHON) -m venv $(VENV_OLDEST)
-	$(VENV_OLDEST)/bin/python -m pip install --quiet -e ".[tensorflow-cpu]" pytest \
+	$(VENV_OLDEST)/bin/python -m pip install --quiet -e ".[tensorflow-cpu]" pytest pytest-xdist \
 		$$($(PYTHON) .ci/lowest_pins.py tensorflow-cpu)
 	$(VENV_OLDEST)/bin/python -c "import tensorflow as tf, keras; \
 		print('oldest pair: TensorFlow', tf.__version__, '/ Keras', keras.__version__)"
-	$(VENV_OLDEST)/bin/python -m pytest -p no:cacheprovider $(OLDEST_TESTS)
+	$(VENV_OLDEST)/bin/python -m pytest -p no:cacheprovider -n 2 $(OLDEST_TESTS)
 
 demo: $(STAMP_TEST)
 	$(BIN)/python -m gaviz compare --steps 1 2 4 8 --out curves.png
@@ -79,13 +81,15 @@ bench: $(STAMP_TEST)
 	$(BIN)/python benchmarks/run.py
 
 # Binder's environment, built from binder/requirements.txt alone, holds one TensorFlow,
-# gets the lab settings binder/postBuild installs, and runs every lesson.
+# gets the lab settings binder/postBuild installs, and runs every lesson (two at a
+# time, each in its own kernel: a lesson mostly waits on one core).
 binder-check:
 	test -x $(VENV_BINDER)/bin/python || $(PYTHON) -m venv $(VENV_BINDER)
 	$(VENV_BINDER)/bin/python -m pip install --quiet -r binder/requirements.txt
 	$(VENV_BINDER)/bin/python tests/one_tensorflow.py
 	binder/postBuild $(VENV_BINDER)/bin/python
-	$(VENV_BINDER)/bin/python tests/lesson_runner.py --save $(EXECUTED_LESSONS)
+	ls lessons/[0-9][0-9]_*.ipynb | xargs -P 2 -n 1 \
+		$(VENV_BINDER)/bin/python tests/lesson_runner.py --save $(EXECUTED_LESSONS)
 
 # The documentation site (Sphinx, myst-nb, the book theme: CONTRIBUTING.md says why),
 # written to build/docs/html, rebuilt whole with warnings as errors (-W), every

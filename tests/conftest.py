@@ -21,7 +21,10 @@ def regression_data():
 
 #: The end-to-end tests, by path or node id: a newcomer's whole journeys (every
 #: lesson run in JupyterLab and solved, the wheel installed into a new
-#: environment, a first run's terminal, every benchmark script, the docs site).
+#: environment, a first run's terminal, every benchmark script, the docs site, the
+#: guide's examples and the command line run as printed, Binder's resolver), and
+#: whole programs: tf.distribute on logical devices and worker processes (lesson
+#: 10's two replicas too), KerasHub tasks with their tokenizers, saved notebooks.
 #: `make test-e2e` runs them (-m e2e) after `make test` (-m "not e2e"), which
 #: holds the unit, exactness and convention tests and stays under ten minutes.
 E2E = (
@@ -32,6 +35,16 @@ E2E = (
     "tests/course/test_lessons.py::test_lesson_runs_top_to_bottom",
     "tests/test_benchmarks.py::test_every_benchmark_runs_and_reports",
     "tests/test_benchmarks.py::test_accumulation_holds_one_micro_batch_of_activations_at_a_time",
+    "tests/test_docs_examples.py::test_block_prints_what_the_page_shows",
+    "tests/test_docs_examples.py::test_the_mixed_precision_block_runs_where_onednn_has_no_float16",
+    "tests/widgets/test_compare.py::test_command_line_",
+    "tests/test_packaging.py::test_binder_resolves_to_exactly_one_tensorflow",
+    "tests/training/test_distributed.py",
+    "tests/training/test_preprocessing.py",
+    "tests/course/test_lesson10.py::test_on_two_replicas",
+    "tests/course/test_lesson10.py::test_the_classic_distributed_loop",
+    "tests/course/test_lesson12.py::test_the_lesson_shows_each_widget_once",
+    "tests/widgets/test_widgets.py::test_a_saved_notebook_shows_the_finished_dashboard",
 )
 
 

@@ -158,8 +158,11 @@ def warn_where_inexact(added: AddedLosses | None, accumulates: bool, fixed_per_r
 
 
 class InexactAddedLoss(UserWarning):
-    """A loss added with ``add_loss`` cannot be accumulated exactly over a window
-    (:mod:`gaviz.training.added_loss`)."""
+    """A loss added with ``add_loss`` cannot be accumulated exactly over a window.
+
+    Warned when the added loss is a statistic of the whole batch (a router's
+    load balance, say) rather than a mean over its rows: summed per micro-batch,
+    it is not the big batch's. Training goes on; the warning names the layer."""
 
 
 def _added(model, x, training: bool) -> float | None:

@@ -1,4 +1,5 @@
-"""gaviz.course.gpu on this CPU-only machine: the stand-in path of lesson 10's GPU section."""
+"""gaviz.course.gpu on this CPU-only machine: the capstone's device, and the devices
+guide's memory sizing with CPU allocator statistics standing in for a GPU's."""
 
 import os
 import subprocess
@@ -33,7 +34,7 @@ print(*(gpu.bytes_per_sample(step_of(w), "CPU:0") for w in (64, 512)))
 
 
 def test_bytes_per_sample_grows_with_the_width():
-    """In a process that asks for the CPU allocator's statistics, as lesson 10's first cell does."""
+    """In a process that asks for the CPU allocator's statistics (set before TensorFlow starts)."""
     env = {**os.environ, **CPU_ALLOCATOR_STATS_ENV}
     done = subprocess.run([sys.executable, "-c", BYTES_PER_SAMPLE], capture_output=True,
                           text=True, env=env, timeout=300)
@@ -50,3 +51,10 @@ def test_the_plan_needs_twice_the_memory_in_micro_batches_that_fit(memory, per_s
     assert plan.big_batch == plan.micro_batch_size * k
     assert 1.9 * memory <= plan.need_bytes <= 2 * memory
     assert plan.micro_batch_size * per_sample <= 2 * memory / k  # fits where the big one does not
+
+
+def test_a_plan_prints_for_people():
+    plan = gpu.Plan(big_batch=8192, micro_batch_size=512, accumulation_steps=16,
+                    need_bytes=134184960.0)
+    assert str(plan) == ("a big batch of 8,192 needs about 128 MiB; "
+                         "the same update: 16 micro-batches of 512")

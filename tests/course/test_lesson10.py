@@ -121,15 +121,6 @@ def test_on_two_replicas_a_count_of_one_names_the_uneven_split(on_two_replicas):
     assert status == "fail" and "the 3 split 2 and 1 over the replicas" in message, message
 
 
-def test_a_plan_prints_for_people():
-    from gaviz.course import gpu
-
-    plan = gpu.Plan(big_batch=8192, micro_batch_size=512, accumulation_steps=16,
-                    need_bytes=134184960.0)
-    assert str(plan) == ("a big batch of 8,192 needs about 128 MiB; "
-                         "the same update: 16 micro-batches of 512")
-
-
 def test_the_classic_distributed_loop_is_the_mean_of_means_and_the_accumulator_the_big_batch():
     """The lesson's own-loop section, on its data and sizes, in a subprocess with two logical
     CPUs: the classic loop (gradient / k into sums, apply_gradients after strategy.run) lands
