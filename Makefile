@@ -39,16 +39,18 @@ lab: $(STAMP_LAB)
 	$(BIN)/jupyter lab $(ROOT_FLAG) lessons/
 
 # The unit, exactness and Keras-convention tests, in two processes (pytest-xdist):
-# 5.5 minutes on 2 cores, against 9.5 in one (CONTRIBUTING.md).
+# about 9 minutes on 2 cores (CONTRIBUTING.md).
 test: $(STAMP_TEST)
 	$(BIN)/python -m pytest -m "not e2e" -n 2
 
 # The end-to-end tests (tests/conftest.py's E2E): every lesson in JupyterLab and
 # solved, the wheel in a new environment, a first run's terminal, every benchmark,
-# the guide's examples and the command line as printed. Two processes too: the
-# browser walk of the lessons waits on JupyterLab about half the time.
+# the guide's examples and the command line as printed. Two processes too (the
+# browser walk of the lessons waits on JupyterLab about half the time), each
+# taking whole modules (loadscope): a module's fixture (the wheel's environment,
+# a run on two replicas) is then made once.
 test-e2e: $(STAMP_TEST)
-	$(BIN)/python -m pytest -m e2e -n 2
+	$(BIN)/python -m pytest -m e2e -n 2 --dist loadscope
 
 # pyflakes, pycodestyle, isort and bugbear (pyproject.toml's [tool.ruff]).
 lint: $(STAMP_TEST)

@@ -40,6 +40,7 @@ E2E = (
     "tests/widgets/test_compare.py::test_command_line_",
     "tests/test_packaging.py::test_binder_resolves_to_exactly_one_tensorflow",
     "tests/training/test_distributed.py",
+    "tests/training/test_accumulator_edges.py::test_mirrored_",
     "tests/training/test_preprocessing.py",
     "tests/course/test_lesson10.py::test_on_two_replicas",
     "tests/course/test_lesson10.py::test_the_classic_distributed_loop",
