@@ -38,6 +38,7 @@ import re
 import sys
 import tempfile
 import warnings
+from typing import Any, NamedTuple
 
 #: The oldest TensorFlow gaviz runs on: pyproject.toml's bound, which CI tests
 #: (make test-oldest, with the oldest Keras, gaviz._keras.MINIMUM_VERSION).
@@ -244,3 +245,53 @@ def dataset_caches(dataset) -> bool:
         inputs = getattr(dataset, "_inputs", None)
         stack.extend(inputs() if callable(inputs) else [])
     return False
+
+
+class SlicedArrays(NamedTuple):
+    """What a dataset of in-memory slices, batched, holds: its tensors (the
+    element's structure, each with every row) and how it batches them."""
+
+    tensors: Any
+    batch_size: int
+    drop_remainder: bool
+
+
+#: The datasets :func:`sliced_arrays` reads through: prefetching and options
+#: change when elements come, never which, or in what order.
+_PASS_THROUGH = ("_PrefetchDataset", "PrefetchDataset", "_OptionsDataset")
+_BATCHES = ("_BatchDataset", "BatchDataset", "_ParallelBatchDataset", "ParallelBatchDataset")
+_SLICES = ("_TensorSliceDataset", "TensorSliceDataset")
+
+
+def sliced_arrays(dataset) -> SlicedArrays | None:
+    """The arrays of ``Dataset.from_tensor_slices(arrays).batch(size)`` (then
+    ``prefetch`` or ``with_options`` any number of times), or None for any
+    other pipeline: one that maps, filters, shuffles, repeats or reads files.
+
+    Such a pipeline gives the same elements in the same order every pass, so
+    its epochs can be cut from the arrays directly. Read from TensorFlow's
+    dataset classes (tensorflow/python/data/ops: from_tensor_slices_op.py's
+    ``_tensors`` and ``_structure``, batch_op.py's ``_batch_size`` and
+    ``_drop_remainder``, each dataset's ``_input_dataset``); a TensorFlow
+    whose classes say otherwise gets None, and its pipeline is iterated
+    (tests/training/test_feeds.py checks these are still so).
+    """
+    import tensorflow as tf  # loaded already: the dataset is TensorFlow's
+
+    while type(dataset).__name__ in _PASS_THROUGH:
+        dataset = getattr(dataset, "_input_dataset", None)
+    if type(dataset).__name__ not in _BATCHES:
+        return None
+    try:
+        batch_size = int(dataset._batch_size.numpy())
+        drop_remainder = bool(dataset._drop_remainder.numpy())
+        slices = dataset._input_dataset
+        if type(slices).__name__ not in _SLICES:
+            return None
+        specs = tf.nest.flatten(slices._structure)
+        if not all(type(spec) is tf.TensorSpec for spec in specs):  # noqa: E721 (not subclasses)
+            return None
+        tensors = tf.nest.pack_sequence_as(slices._structure, list(slices._tensors))
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return SlicedArrays(tensors, batch_size, drop_remainder)

@@ -120,6 +120,9 @@ def _micro_batches(data: FitData, model, strategy, targets):
     if isinstance(x, tf.data.Dataset):
         _check_batched_already(data, "a tf.data.Dataset")
         data_checks.check_dataset(x, model, name="x", targets=targets)
+        in_memory = None if _distributed(strategy) else _sliced_micro_batches(x)
+        if in_memory is not None and class_weight is None:
+            return in_memory(data)
         if class_weight is not None:
             x = x.map(_keras.make_class_weight_map_fn(class_weight))
         return DatasetFeed(data, x if targets else _paired(x), strategy)
@@ -147,6 +150,33 @@ def _micro_batches(data: FitData, model, strategy, targets):
         dataset = _array_dataset(arrays, rows, batch_size, data.shuffle)
         return DatasetFeed(data, dataset, strategy, micro_batch_size=batch_size)
     return ArrayFeed(data, arrays, rows, batch_size)
+
+
+def _sliced_micro_batches(dataset):
+    """``feed(data)``, an :class:`ArrayFeed` of the same micro-batches, for a
+    dataset of ``(x, y)`` or ``(x, y, sample_weight)`` slices of in-memory
+    numeric arrays, batched (:func:`gaviz._tensorflow.sliced_arrays`); None
+    for any other dataset.
+
+    Its every pass gives the same micro-batches in the same order, so it is
+    cut from the arrays inside the graph, as arrays are, and no ``tf.data``
+    pipeline runs (on a small model, most of what an epoch costs:
+    benchmarks/bench_dispatch.py).
+    """
+    sliced = _tensorflow.sliced_arrays(dataset)
+    if sliced is None or not isinstance(sliced.tensors, tuple) or len(sliced.tensors) not in (2, 3):
+        return None
+    tensors = tf.nest.flatten(sliced.tensors)
+    if not all(t.dtype.is_floating or t.dtype.is_integer or t.dtype.is_bool for t in tensors):
+        return None
+    rows = int(tensors[0].shape[0])
+    if sliced.drop_remainder:
+        rows -= rows % sliced.batch_size
+    if rows == 0:  # said as a dataset's emptiness, by the dataset's feed
+        return None
+    arrays = tf.nest.map_structure(lambda t: t[:rows], sliced.tensors)
+    return lambda data: ArrayFeed(data._replace(shuffle=False), arrays, rows,
+                                  sliced.batch_size, batched=True)
 
 
 def _preprocessed(data: FitData, model, strategy, targets, preprocess):
@@ -327,17 +357,22 @@ class DatasetFeed(Feed):
 
 
 class ArrayFeed(Feed):
-    """Epochs of in-memory arrays, cut into micro-batches inside the graph."""
+    """Epochs of in-memory arrays, cut into micro-batches inside the graph.
 
-    def __init__(self, data: FitData, arrays, rows, batch_size):
-        super().__init__(data, batch_size)
+    ``batched``: the arrays came batched already (a dataset's slices): as
+    for any dataset, there is no ``micro_batch_size`` to validate in.
+    """
+
+    def __init__(self, data: FitData, arrays, rows, batch_size, batched: bool = False):
+        super().__init__(data, None if batched else batch_size)
         self.arrays, self.rows, self.shuffle = arrays, rows, bool(data.shuffle)
+        self.batch_size = batch_size
         self.element_spec = tf.nest.map_structure(
             lambda t: None if t is None else tf.TensorSpec((None, *t.shape[1:]), t.dtype), arrays
         )
 
     def micro_batches(self) -> int:
-        return -(-self.rows // self.micro_batch_size)
+        return -(-self.rows // self.batch_size)
 
     def endless(self) -> bool:
         return False
@@ -350,7 +385,7 @@ class ArrayFeed(Feed):
         return self.arrays
 
     def first(self):
-        size = min(self.micro_batch_size, self.rows)
+        size = min(self.batch_size, self.rows)
         if size == 0:
             raise ValueError(empty_message(arrays=True))
         return tf.nest.map_structure(lambda t: None if t is None else t[:size], self.arrays)
@@ -358,7 +393,7 @@ class ArrayFeed(Feed):
     def epoch(self) -> ArrayPass:
         """This epoch's pass: the arrays in a row order of its own."""
         return ArrayPass(self.arrays, epoch_order(self.rows, self.shuffle),
-                         self.micro_batch_size, self.rows)
+                         self.batch_size, self.rows)
 
 
 def empty_message(epoch: int = 1, arrays: bool = False) -> str:

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import make_mlp
+from helpers import PIPELINES, make_mlp
 from reference import (
     dataset_of,
     group_windows,
@@ -66,11 +66,13 @@ def test_ragged_micro_batches_inside_windows(regression_data, optimizer):
     assert max_weight_difference(model, reference) < TOLERANCE
 
 
-def test_matches_keras_fit_on_big_batches(regression_data):
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_matches_keras_fit_on_big_batches(regression_data, pipeline):
     x, y = regression_data
     model = make_mlp()
     trainer = gaviz.AccumulationTrainer(model, keras.optimizers.Adam(0.01), "mse", 4)
-    history = trainer.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(8), epochs=3)
+    dataset = PIPELINES[pipeline](tf.data.Dataset.from_tensor_slices((x, y)).batch(8))
+    history = trainer.fit(dataset, epochs=3)
 
     reference = make_mlp()
     reference.compile(keras.optimizers.Adam(0.01), "mse")
@@ -140,7 +142,8 @@ def test_tail_policies(regression_data, tail):
     assert max_weight_difference(model, reference) < TOLERANCE
 
 
-def test_token_level_losses_match_keras(regression_data):
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_token_level_losses_match_keras(regression_data, pipeline):
     """Per-token losses (batch, time): the divisor counts tokens, as Keras does."""
     rng = np.random.default_rng(4)
     x = rng.normal(size=(40, 6, 3)).astype("float32")
@@ -153,7 +156,8 @@ def test_token_level_losses_match_keras(regression_data):
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     model = model_fn()
     trainer = gaviz.AccumulationTrainer(model, keras.optimizers.Adam(0.05), loss, 3)
-    history = trainer.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(4), epochs=2)
+    dataset = PIPELINES[pipeline](tf.data.Dataset.from_tensor_slices((x, y)).batch(4))
+    history = trainer.fit(dataset, epochs=2)
     assert history.effective_batch_size[:4] == [72, 72, 72, 24]
 
     reference = model_fn()

@@ -33,7 +33,7 @@ def test_arrays_become_an_array_feed_cut_in_the_graph():
 
 def test_a_dataset_gives_a_fresh_iterator_every_epoch():
     x, y = arrays(6)
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2).map(lambda a, b: (a, b))
     feed = feeds.make_feed(feeds.FitData(dataset), make_mlp(), STRATEGY)
     assert isinstance(feed, feeds.DatasetFeed) and feed.micro_batches() == 3
     for _ in range(2):
@@ -43,6 +43,52 @@ def test_a_dataset_gives_a_fresh_iterator_every_epoch():
         np.testing.assert_array_equal(taken[2][0], x[4:])
     unknown = dataset.filter(lambda a, b: True)
     assert feeds.DatasetFeed(feeds.FitData(unknown), unknown, STRATEGY).micro_batches() is None
+
+
+def test_a_dataset_of_sliced_arrays_batched_is_cut_like_arrays():
+    """from_tensor_slices(...).batch(...) (prefetched or not) is read as its
+    arrays, in the dataset's order (fit's shuffle is for arrays), with the
+    dataset's batch as the micro-batch; it stays batched data: no batch_size to
+    validate in. This reads TensorFlow's dataset classes (_tensorflow.sliced_arrays):
+    a TensorFlow that changes them fails here first."""
+    x, y = arrays(10)
+    w = np.linspace(0, 1, 10).astype(np.float32)
+    for dataset, rows in [
+        (tf.data.Dataset.from_tensor_slices((x, y)).batch(4).prefetch(2), 10),
+        (tf.data.Dataset.from_tensor_slices((x, y, w)).batch(4, drop_remainder=True), 8),
+        (tf.data.Dataset.from_tensor_slices(({"a": x}, y)).batch(4, num_parallel_calls=2), 10),
+    ]:
+        feed = feeds.make_feed(feeds.FitData(dataset), make_mlp(), STRATEGY)
+        assert isinstance(feed, feeds.ArrayFeed) and feed.micro_batches() == -(-rows // 4)
+        assert feed.effective_batch_size(8) is None
+        epoch = feed.epoch()
+        assert (epoch.order.numpy().tolist(), epoch.batch_size, epoch.rows) == (
+            list(range(rows)), 4, rows)
+        expected = list(dataset.as_numpy_iterator())[0]
+        for got, want in zip(tf.nest.flatten(feed.first()), tf.nest.flatten(expected)):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_a_pipeline_that_does_more_than_slice_and_batch_is_iterated():
+    """Shuffled, mapped, repeated or taken from, ragged, of strings, of inputs
+    alone, empty, or class-weighted: each pass is the pipeline's to give."""
+    x, y = arrays(10)
+    sliced = tf.data.Dataset.from_tensor_slices((x, y))
+    ragged = tf.ragged.constant([[1.0], [2.0, 3.0]])
+    for dataset in [
+        sliced.shuffle(10).batch(4),
+        sliced.batch(4).map(lambda a, b: (a, b)),
+        sliced.batch(4).repeat(2),
+        sliced.batch(4).take(2),
+        sliced.batch(4).cache(),
+        tf.data.Dataset.from_tensor_slices((ragged, y[:2])).batch(2),
+        tf.data.Dataset.from_tensor_slices((x[:, 0].astype(str), y)).batch(4),
+        tf.data.Dataset.from_tensor_slices(x).batch(4),
+        sliced.batch(4).take(0),
+    ]:
+        assert feeds._sliced_micro_batches(dataset) is None, dataset
+    weighted = feeds.FitData(sliced.batch(4), class_weight={0: 1.0})
+    assert isinstance(feeds.make_feed(weighted, make_mlp(), STRATEGY), feeds.DatasetFeed)
 
 
 def test_bad_data_is_named_as_the_argument_x():

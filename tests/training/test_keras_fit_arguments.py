@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import assert_same_history, clone, weight_gap
+from helpers import PIPELINES, assert_same_history, clone, weight_gap
 
 import gaviz
 
@@ -174,9 +174,11 @@ def test_steps_per_epoch_on_a_dataset_that_repeats():
     assert len(ours.updates) == int(reference.optimizer.iterations) == 6
 
 
-def test_steps_per_epoch_goes_on_through_a_finite_dataset():
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_steps_per_epoch_goes_on_through_a_finite_dataset(pipeline):
     model, trainer, reference = pair()
-    ours = trainer.fit(batches(X, Y, B), epochs=4, verbose=0, steps_per_epoch=2)
+    ours = trainer.fit(PIPELINES[pipeline](batches(X, Y, B)), epochs=4, verbose=0,
+                       steps_per_epoch=2)
     theirs = reference.fit(batches(X, Y, K * B), epochs=4, verbose=0, steps_per_epoch=2)
     assert_same_run(ours, theirs, model, reference)
     assert len(ours.updates) == int(reference.optimizer.iterations) == 8

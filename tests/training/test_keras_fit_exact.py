@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from helpers import (
+    PIPELINES,
     assert_same_history,
     clone,
     make_mlp,
@@ -120,14 +121,15 @@ def compiled_mlps():
     return model, reference
 
 
-def test_dataset_of_micro_batches_matches_keras_fit():
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_dataset_of_micro_batches_matches_keras_fit(pipeline):
     """fit(tf.data.Dataset of (x, y) micro-batches) gives Model.fit's weights and history."""
     x, y = regression(100)
     x_val, y_val = regression(40, seed=1)
     model, reference = compiled_mlps()
 
     trainer = gaviz.AccumulationTrainer(model, accumulation_steps=K)
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(B)
+    dataset = PIPELINES[pipeline](tf.data.Dataset.from_tensor_slices((x, y)).batch(B))
     history = trainer.fit(dataset, epochs=EPOCHS, validation_data=(x_val, y_val), verbose=0)
     expected = keras_fit(reference, x, y, validation_data=(x_val, y_val))
 
