@@ -126,6 +126,10 @@ def build_structures(compiled) -> tuple:
 
 # keras/src/layers/layer.py: a layer's sublayers and the losses its last call added.
 
+#: The models whose layers form a graph with known outputs (keras/src/models).
+GRAPH_MODELS = (keras.src.models.functional.Functional, keras.src.models.sequential.Sequential)
+
+
 def flatten_layers(model):
     """Every layer of ``model`` (itself included), as Keras walks them."""
     return model._flatten_layers()

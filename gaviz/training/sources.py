@@ -13,10 +13,11 @@ window holds ``k`` of them or the data runs out, and returns
   No ``tf.data`` pipeline runs at all, which on a small model is most of
   what an epoch costs (benchmarks/bench_dispatch.py).
 
-Both loops run one micro-step at a time (``parallel_iterations=1``): a
-``tf.while_loop`` otherwise runs up to 10 iterations at once, and two
-micro-batches' activations would be alive at the peak (the memory benchmark
-measured 57 MiB against 31 MiB), which is what accumulation is for avoiding.
+Both loops run ``in_flight`` micro-steps at a time (``parallel_iterations``):
+one, unless :mod:`gaviz.training.overlap` allows two. A ``tf.while_loop``
+otherwise runs up to 10 iterations at once, and several micro-batches'
+activations would be alive at the peak (the memory benchmark measured 57 MiB
+against 31 MiB), which is what accumulation is for avoiding.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ class IteratorSource:
     last micro-batch: what a window does not use stays in the iterator.
     """
 
-    def __init__(self, iterator):
-        self.iterator = iterator
+    def __init__(self, iterator, in_flight: int = 1):
+        self.iterator, self.in_flight = iterator, in_flight
 
     def accumulate(self, add_micro_batch, sums, steps, k):
         if isinstance(self.iterator, tf.data.Iterator):
@@ -73,7 +74,7 @@ class IteratorSource:
             )
 
         start = (sums, steps, tf.constant(0, tf.int64), tf.constant(False))
-        # One micro-step at a time (see the module's docstring).
+        # One micro-step at a time (a distributed iterator's reads are not ordered otherwise).
         return tf.while_loop(more, next_micro_batch, start, parallel_iterations=1)
 
     def _accumulate_reading_ahead(self, add_micro_batch, sums, steps, k):
@@ -88,15 +89,17 @@ class IteratorSource:
             return tf.logical_and(steps < k, following.has_value())
 
         def next_micro_batch(sums, steps, consumed, current):
-            with tf.name_scope("get_next"):
-                # Read while this micro-step runs, unless the window ends with it.
+            # Read while this micro-step runs, unless the window ends with it;
+            # after the read that gave `current`, so that micro-steps in
+            # flight together still read the data in its order.
+            with tf.name_scope("get_next"), tf.control_dependencies([current.has_value()]):
                 following = tf.cond(steps + 1 < k, self.iterator.get_next_as_optional,
                                     lambda: current)
             return add_micro_batch(current.get_value(), sums), steps + 1, consumed + 1, following
 
-        # One micro-step at a time (see the module's docstring).
         sums, steps, consumed, _ = tf.while_loop(
-            more, next_micro_batch, (sums, steps, consumed, following), parallel_iterations=1
+            more, next_micro_batch, (sums, steps, consumed, following),
+            parallel_iterations=self.in_flight,
         )
         # A window that ends short of k ended with the data.
         return sums, steps, consumed, steps < k
@@ -117,11 +120,12 @@ class ArraySource:
         cursor: an int64 variable: the next row of ``order`` to read.
         batch_size: rows per micro-batch (a Python int).
         rows: rows in the arrays (a Python int).
+        in_flight: micro-steps run at once (see the module's docstring).
     """
 
-    def __init__(self, arrays, order, cursor, batch_size: int, rows: int):
+    def __init__(self, arrays, order, cursor, batch_size: int, rows: int, in_flight: int = 1):
         self.arrays, self.order, self.cursor = arrays, order, cursor
-        self.batch_size, self.rows = batch_size, rows
+        self.batch_size, self.rows, self.in_flight = batch_size, rows, in_flight
 
     def accumulate(self, add_micro_batch, sums, steps, k):
         # How many micro-batches this window takes is known before it starts:
@@ -131,12 +135,11 @@ class ArraySource:
         left = (self.rows - start + size - 1) // size
         consumed = tf.minimum(k - steps, left)
         full = tf.minimum(consumed, (self.rows - start) // size)
-        # A counted while loop, not tf.range, which XLA cannot compile; one
-        # micro-step at a time (see the module's docstring).
+        # A counted while loop, not tf.range, which XLA cannot compile.
         _, sums = tf.while_loop(
             lambda i, sums: i < full,
             lambda i, sums: (i + 1, add_micro_batch(self._cut(start + i * size, size), sums)),
-            (tf.constant(0, tf.int64), sums), parallel_iterations=1,
+            (tf.constant(0, tf.int64), sums), parallel_iterations=self.in_flight,
         )
         short = self.rows % size
         if short:  # the epoch's last micro-batch is short: it runs when this window reaches it

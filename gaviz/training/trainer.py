@@ -24,6 +24,7 @@ from gaviz.training import (
     compiling,
     feeds,
     fitting,
+    overlap,
     preprocessing,
     row_means,
     rules,
@@ -524,6 +525,14 @@ class AccumulationTrainer(tf.Module):
             # variables must exist before the graph is traced).
             _keras.symbolic_build(self.model, tuple(first))
         self._checked_spec = feed.element_spec
+        if self.window_loop.micro_steps_in_flight is None:  # before its first trace
+            self.window_loop.micro_steps_in_flight = overlap.micro_steps_in_flight(
+                self.model, int(tf.nest.flatten(x)[0].shape[0]),
+                window_loop.weight_bytes(self.model),
+                exact_steps=(self.rule == rules.EXACT
+                             and type(self).on_micro_batch is AccumulationTrainer.on_micro_batch),
+                replicas=self.strategy.num_replicas_in_sync,
+            )
 
     def _check_own_losses(self, feed):
         """Checks the loss the model makes itself, its compute_loss and what its

@@ -112,6 +112,9 @@ class WindowLoop:
         self.state, self.strategy, self.hooks, self.rule = state, strategy, hooks, rule
         self.tail, self.loss_tracker, self.capacity = tail, loss_tracker, capacity
         self.xla = xla
+        #: Micro-steps run at once (:mod:`gaviz.training.overlap`): None until
+        #: the trainer decides it on the first micro-batch, before any trace.
+        self.micro_steps_in_flight = None
         #: Whether XLA compiles a whole call on arrays (every micro-step,
         #: update and the window loop in one program), not only each micro-step.
         self.whole_call_compiled = XLA_MODES[xla].whole_call
@@ -166,11 +169,12 @@ class WindowLoop:
 
     def _iterator_windows(self, iterator, max_windows, accumulation_steps):
         # XLA cannot compile an iterator's ops: with jit_compile, the micro-step is.
-        source = sources.IteratorSource(iterator)
+        source = sources.IteratorSource(iterator, self.micro_steps_in_flight or 1)
         return self._windows(source, self.compiled_micro_sums, max_windows, accumulation_steps)
 
     def _array_windows(self, arrays, order, batch_size, rows, max_windows, accumulation_steps):
-        source = sources.ArraySource(arrays, order, self.state.array_cursor, batch_size, rows)
+        source = sources.ArraySource(arrays, order, self.state.array_cursor, batch_size, rows,
+                                     self.micro_steps_in_flight or 1)
         # Inside one XLA program already, the micro-step is not compiled
         # again (XLA cannot nest the two).
         micro_sums = (self.forward_backward.sums if self.whole_call_compiled
