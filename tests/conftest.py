@@ -24,7 +24,8 @@ def regression_data():
 #: environment, a first run's terminal, every benchmark script, the docs site, the
 #: guide's examples and the command line run as printed, Binder's resolver), and
 #: whole programs: tf.distribute on logical devices and worker processes (lesson
-#: 10's two replicas too), KerasHub tasks with their tokenizers, saved notebooks.
+#: 10's two replicas too), KerasHub tasks with their tokenizers, saved notebooks,
+#: the course's exercises solved whole, a fresh interpreter's import.
 #: `make test-e2e` runs them (-m e2e) after `make test` (-m "not e2e"), which
 #: holds the unit, exactness and convention tests and stays under ten minutes.
 E2E = (
@@ -35,6 +36,7 @@ E2E = (
     "tests/course/test_lessons.py::test_lesson_runs_top_to_bottom",
     "tests/test_benchmarks.py::test_every_benchmark_runs_and_reports",
     "tests/test_benchmarks.py::test_accumulation_holds_one_micro_batch_of_activations_at_a_time",
+    "tests/test_benchmarks.py::test_the_gpu_run_",
     "tests/test_docs_examples.py::test_block_prints_what_the_page_shows",
     "tests/test_docs_examples.py::test_the_mixed_precision_block_runs_where_onednn_has_no_float16",
     "tests/widgets/test_compare.py::test_command_line_",
@@ -46,6 +48,16 @@ E2E = (
     "tests/course/test_lesson10.py::test_the_classic_distributed_loop",
     "tests/course/test_lesson12.py::test_the_lesson_shows_each_widget_once",
     "tests/widgets/test_widgets.py::test_a_saved_notebook_shows_the_finished_dashboard",
+    # The course's exercises solved whole (the lessons' solutions through their checkers).
+    "tests/course/test_lesson08.py::test_the_accumulator_solution_passes",
+    "tests/course/test_lesson08.py::test_the_accumulator_gives_the_graph_loops_weights_on_",
+    "tests/course/test_lesson09.py::test_your_model_solution_passes",
+    "tests/course/test_lesson10.py::test_the_solution_passes_on_one_replica",
+    "tests/course/test_lesson13.py::test_the_solution_gaviz_and_the_reference_agree_",
+    "tests/course/test_solutions_08_11.py::test_your_model_is_model_fit_at_256_with_its_history",
+    "tests/course/test_gpu.py::test_bytes_per_sample_grows_with_the_width",
+    # A fresh interpreter's import.
+    "tests/training/test_trainer.py::test_import_gaviz_loads_no_widgets_or_plotting",
 )
 
 

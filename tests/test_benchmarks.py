@@ -209,3 +209,16 @@ def assert_own_loops_end_where_they_should(result):
         assert gaps[f"to the {other}"] > 1e-3, (label, gaps)
     assert all(row[1] > 0 and row[2] > 0 for row in result["rows"])
 
+
+
+def test_the_gpu_run_says_what_to_do_where_tensorflow_sees_no_gpu():
+    """`benchmarks/run.py --gpu` is one command on a GPU; without one it stops, saying so."""
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("a GPU is here: the run would time it")
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "run.py"), "--gpu"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode != 0
+    assert "--gpu: TensorFlow sees no GPU" in done.stderr and "Colab" in done.stderr
+    assert not (BENCHMARKS / "gpu").exists()
