@@ -113,9 +113,11 @@ class AccumulationTrainer(tf.Module):
             kernels (Keras's rule, ``model_supports_jit``), XLA is not
             slower on the device (no convolution on a CPU) and the trainable
             weights take at most 16 MiB (XLA's peak holds more copies of
-            them; a small model is where it pays), and leaves a dataset's
-            micro-steps to TensorFlow (measured faster); for a model built
-            at the first ``fit``, it is decided then. Keras's
+            them; a small model is where it pays), once the trainer has run
+            8192 micro-steps in plain graphs (a short run does not pay XLA's
+            compile; ``window_loop.AUTO_XLA_AFTER_MICRO_STEPS``), and leaves
+            a dataset's micro-steps to TensorFlow (measured faster); for a
+            model built at the first ``fit``, it is decided then. Keras's
             own ``"auto"`` differs on a CPU: it leaves XLA off on a machine
             without a GPU, where gaviz's whole call on arrays measured faster
             with it. ``trainer.jit_compile`` says what was chosen, and so

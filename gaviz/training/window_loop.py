@@ -74,13 +74,23 @@ class XlaMode(NamedTuple):
     says: str  #: the mode in words, for the log
 
 
+#: ``jit_compile="auto"`` (mode ``"arrays"``) runs plain graphs until the
+#: trainer has run this many micro-steps, and compiles the whole call on
+#: arrays from the next pass on: a short run does not pay XLA's compile,
+#: which on the dispatch benchmark's MLP cost as much as about this many
+#: micro-steps save (1.2 s against 0.14 ms each, 2026-11-27, TensorFlow 2.21.0,
+#: 2 CPU cores). A count, not a time, so that a run's numbers do not depend
+#: on the machine's speed.
+AUTO_XLA_AFTER_MICRO_STEPS = 8192
+
 XLA_MODES = {
     "off": XlaMode(False, False, "off (plain TensorFlow graphs)"),
     "per_micro_batch": XlaMode(False, True, "compiles each micro-step"),
     "whole_call": XlaMode(True, True, "compiles each graph call on arrays whole, and each "
                                       "micro-step of a dataset"),
-    "arrays": XlaMode(True, False, "compiles each graph call on arrays whole (a dataset's "
-                                   "micro-steps: no XLA)"),
+    "arrays": XlaMode(True, False, "compiles each graph call on arrays whole once the "
+                                   f"trainer has run {AUTO_XLA_AFTER_MICRO_STEPS} "
+                                   "micro-steps (before, and a dataset's micro-steps: no XLA)"),
 }
 
 
@@ -118,6 +128,9 @@ class WindowLoop:
         #: Whether XLA compiles a whole call on arrays (every micro-step,
         #: update and the window loop in one program), not only each micro-step.
         self.whole_call_compiled = XLA_MODES[xla].whole_call
+        #: Micro-steps the trainer runs in plain graphs before XLA compiles
+        #: its calls on arrays (:data:`AUTO_XLA_AFTER_MICRO_STEPS` for "auto").
+        self.xla_after_micro_steps = AUTO_XLA_AFTER_MICRO_STEPS if xla == "arrays" else 0
         # autograph=False, as Keras's train functions (do_not_convert): the
         # graph code says its loops and conditions itself, and a model's code
         # runs as it would in Model.fit. AutoGraph would read gaviz's source
@@ -125,8 +138,12 @@ class WindowLoop:
         self.iterator_windows = tf.function(self._iterator_windows, autograph=False)
         self._traced = {}  # the traced graph per kind of iterator: calls skip matching
         self.array_windows = tf.function(
-            self._array_windows, reduce_retracing=True, jit_compile=self.whole_call_compiled,
-            autograph=False,
+            self._array_windows_whole if self.whole_call_compiled else self._array_windows,
+            reduce_retracing=True, jit_compile=self.whole_call_compiled, autograph=False,
+        )
+        # Before XLA's turn ("auto"): the same calls as plain graphs.
+        self.plain_array_windows = tf.function(
+            self._array_windows, reduce_retracing=True, autograph=False,
         )
         self.compiled_micro_sums = (
             tf.function(forward_backward.sums, jit_compile=True, autograph=False)
@@ -140,7 +157,8 @@ class WindowLoop:
         :class:`~gaviz.training.sources.ArrayPass`)."""
         if isinstance(epoch, sources.ArrayPass):
             self.state.array_cursor.assign(0)
-            return lambda max_windows, k: self.array_windows(
+            function = self.array_windows if self.xla_now() else self.plain_array_windows
+            return lambda max_windows, k: function(
                 epoch.arrays, epoch.order, epoch.batch_size, epoch.rows, max_windows, k)
         function = self._traced_for(epoch.iterator)
         return lambda max_windows, k: function(epoch.iterator, max_windows, k)
@@ -161,10 +179,18 @@ class WindowLoop:
             iterator, tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int64)
         )
 
+    def xla_now(self) -> bool:
+        """Whether a pass over arrays starting now runs as one XLA program per
+        call: with XLA's whole call, once the trainer has run
+        ``xla_after_micro_steps`` micro-steps."""
+        return self.whole_call_compiled and (
+            self.xla_after_micro_steps == 0
+            or int(self.state.micro_step.numpy()) >= self.xla_after_micro_steps)
+
     @property
     def tracing_count(self) -> int:
-        """How many times the two window functions were traced."""
-        functions = (self.iterator_windows, self.array_windows)
+        """How many times the window functions were traced."""
+        functions = (self.iterator_windows, self.array_windows, self.plain_array_windows)
         return sum(f.experimental_get_tracing_count() for f in functions)
 
     def _iterator_windows(self, iterator, max_windows, accumulation_steps):
@@ -172,16 +198,22 @@ class WindowLoop:
         source = sources.IteratorSource(iterator, self.micro_steps_in_flight or 1)
         return self._windows(source, self.compiled_micro_sums, max_windows, accumulation_steps)
 
-    def _array_windows(self, arrays, order, batch_size, rows, max_windows, accumulation_steps):
+    def _array_windows_whole(self, arrays, order, batch_size, rows, max_windows,
+                             accumulation_steps):
+        """:meth:`_array_windows` as one XLA program."""
+        return self._array_windows(arrays, order, batch_size, rows, max_windows,
+                                   accumulation_steps, whole=True)
+
+    def _array_windows(self, arrays, order, batch_size, rows, max_windows, accumulation_steps,
+                       whole: bool = False):
         source = sources.ArraySource(arrays, order, self.state.array_cursor, batch_size, rows,
                                      self.micro_steps_in_flight or 1)
         # Inside one XLA program already, the micro-step is not compiled
-        # again (XLA cannot nest the two).
-        micro_sums = (self.forward_backward.sums if self.whole_call_compiled
-                      else self.compiled_micro_sums)
-        return self._windows(source, micro_sums, max_windows, accumulation_steps)
+        # again (XLA cannot nest the two); before XLA's turn, not at all.
+        micro_sums = self.forward_backward.sums if whole else self.compiled_micro_sums
+        return self._windows(source, micro_sums, max_windows, accumulation_steps, whole)
 
-    def _windows(self, source, micro_sums, max_windows, accumulation_steps):
+    def _windows(self, source, micro_sums, max_windows, accumulation_steps, whole=False):
         """Runs up to ``max_windows`` windows, each micro-batch through
         ``micro_sums``; returns ``(reports, done)``: one packed WindowResult
         per window, the first ``done`` of them filled.
@@ -209,7 +241,7 @@ class WindowLoop:
         # window's gradients are still being applied (more memory at the peak).
         _, done, sums, steps, reports = tf.while_loop(
             more, next_window,
-            (tf.constant(True), tf.constant(0), sums, steps, self._reports()),
+            (tf.constant(True), tf.constant(0), sums, steps, self._reports(whole)),
             parallel_iterations=1,
         )
         if state.carries:
@@ -217,10 +249,11 @@ class WindowLoop:
         state.micro_steps_in_window.assign(steps)
         return reports.stack(), done
 
-    def _reports(self):
-        """A TensorArray for one packed WindowResult per window of a call."""
+    def _reports(self, whole: bool):
+        """A TensorArray for one packed WindowResult per window of a call
+        (``whole``: in one XLA program)."""
         fields = [len(WindowResult._fields)]
-        if self.whole_call_compiled:  # XLA needs a fixed size: the most windows a call runs
+        if whole:  # XLA needs a fixed size: the most windows a call runs
             return tf.TensorArray(tf.float64, self.capacity, element_shape=fields)
         return tf.TensorArray(tf.float64, 0, dynamic_size=True, element_shape=fields)
 
@@ -349,7 +382,9 @@ def xla_mode(model, jit_compile: bool | str) -> str:
     warning) where XLA would slow the whole loop down: convolutions on a CPU.
 
     ``"auto"`` is ``"arrays"`` (the whole call on arrays, as
-    ``"whole_call"``, and a dataset's micro-steps left to TensorFlow) where
+    ``"whole_call"``, once the trainer has run
+    :data:`AUTO_XLA_AFTER_MICRO_STEPS` micro-steps in plain graphs, and a
+    dataset's micro-steps left to TensorFlow) where
     every layer supports XLA (Keras's ``model_supports_jit``), XLA is not
     slower on the device (no convolution on a CPU) and the trainable weights
     take at most :data:`AUTO_XLA_MAX_WEIGHT_BYTES`, ``"off"`` otherwise. A

@@ -229,3 +229,26 @@ def test_auto_leaves_a_model_with_large_weights_to_plain_graphs_decided_once_it_
 def make_mlp_without_input():
     keras.utils.set_random_seed(1)
     return keras.Sequential([keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)])
+
+
+@pytest.mark.skipif(bool(tf.config.list_logical_devices("GPU")), reason="a CPU's choice")
+def test_auto_runs_plain_graphs_until_the_run_is_long_enough_to_repay_xla(regression_data):
+    """A short run does not pay XLA's compile: "auto" runs plain graphs for
+    the trainer's first AUTO_XLA_AFTER_MICRO_STEPS micro-steps (lowered here
+    to two epochs' 26), then one XLA program per call from the next pass on;
+    jit_compile=True compiles at once. The weights are the plain graphs' all along."""
+    x, y = regression_data
+    sgd = keras.optimizers.SGD
+    auto = gaviz.AccumulationTrainer(make_mlp(), sgd(0.1), "mse", K)
+    assert auto.window_loop.xla_after_micro_steps == window_loop.AUTO_XLA_AFTER_MICRO_STEPS
+    assert gaviz.AccumulationTrainer(make_mlp(), sgd(0.1), "mse", K,
+                                     jit_compile=True).window_loop.xla_after_micro_steps == 0
+    auto.window_loop.xla_after_micro_steps = 26  # 100 rows: 13 micro-batches of 8 an epoch
+    reference = gaviz.AccumulationTrainer(make_mlp(), sgd(0.1), "mse", K, jit_compile=False)
+    loop = auto.window_loop
+    for epochs, xla_traces in ((2, 0), (3, 1)):
+        for trainer in (auto, reference):
+            trainer.fit(x, y, batch_size=B, epochs=epochs, shuffle=False, verbose=0)
+        assert loop.array_windows.experimental_get_tracing_count() == xla_traces
+        assert loop.plain_array_windows.experimental_get_tracing_count() == 1
+        assert weight_gap(auto.model, reference.model) < TOLERANCE
