@@ -19,6 +19,10 @@ import keras
 # as Keras's losses and metrics read it (and attaching one to a tensor).
 from keras.src.backend.common.masking import get_keras_mask, set_keras_mask
 
+# keras/src/models: the models whose layers form a graph with known outputs.
+from keras.src.models.functional import Functional
+from keras.src.models.sequential import Sequential
+
 # keras/src/trainers/data_adapters/__init__.py: Model.fit's choice of adapter
 # (arrays, tf.data, PyDataset, generators, ...), with class_weight.
 from keras.src.trainers.data_adapters import get_data_adapter
@@ -126,8 +130,8 @@ def build_structures(compiled) -> tuple:
 
 # keras/src/layers/layer.py: a layer's sublayers and the losses its last call added.
 
-#: The models whose layers form a graph with known outputs (keras/src/models).
-GRAPH_MODELS = (keras.src.models.functional.Functional, keras.src.models.sequential.Sequential)
+#: The models whose layers form a graph with known outputs.
+GRAPH_MODELS = (Functional, Sequential)
 
 
 def flatten_layers(model):
