@@ -24,9 +24,7 @@ HEADLINES = [
     ("dispatch", "Keras at its best / gaviz's default, on one tf.data pipeline"),
     ("dispatch", "Keras at its best / gaviz's default, on a pipeline parsing CSV lines"),
     ("dispatch", "gaviz's default / Keras's default, the first epoch"),
-    ("own_loop", "Keras's option / the Accumulator, one tf.function call per micro-batch"),
     ("compute", "accumulation's extra time over the plain big batch"),
-    ("memory", "plain batch 256's peak / accumulation's"),
     ("memory", "accumulation's extra peak over plain batch 32"),
 ]
 
