@@ -6,6 +6,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # test module imports it (the README's examples, run here too, begin so).
 import gaviz.quiet  # noqa: E402,F401
 
+# The second numeric configuration (tests/training/test_other_kernels.py): with
+# TF_ENABLE_ONEDNN_OPTS=0 too, TensorFlow's own kernels on one thread sum in
+# another order than oneDNN's on many, as another CPU's would.
+if os.environ.get("GAVIZ_TEST_ONE_THREAD"):
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+
 # isort: split
 import numpy as np
 import pytest
@@ -44,6 +53,7 @@ E2E = (
     "tests/training/test_distributed.py",
     "tests/training/test_accumulator_edges.py::test_mirrored_",
     "tests/training/test_preprocessing.py",
+    "tests/training/test_other_kernels.py",
     "tests/course/test_lesson10.py::test_on_two_replicas",
     "tests/course/test_lesson10.py::test_the_classic_distributed_loop",
     "tests/course/test_lesson12.py::test_the_lesson_shows_each_widget_once",

@@ -3,6 +3,8 @@
 import keras
 import numpy as np
 
+from gaviz.training.closeness import variable_gaps
+
 
 def make_mlp(seed=1, inputs=5, hidden=8, outputs=1, **dense_kwargs):
     """A small tanh MLP with seeded initial weights (no batch-dependent layers)."""
@@ -33,6 +35,31 @@ def weight_gap(model_a, model_b):
     return max(
         float(np.max(np.abs(a - b))) for a, b in zip(model_a.get_weights(), model_b.get_weights())
     )
+
+
+def start_of(model):
+    """A copy of a model's weights before training, for ``assert_same_weights``."""
+    return [np.array(w) for w in model.get_weights()]
+
+
+def assert_same_weights(got, expected, start, terms):
+    """Two trainings from ``start`` are equal by gaviz's one rule (``closeness``):
+    each variable within float rounding of how far training moved it.
+
+    Args:
+        got, expected: models, or lists of their weights' values.
+        start: the weights both began from (``start_of(model)`` before training).
+        terms: the loss terms summed into one gradient of the big batch (its rows,
+            or its tokens for a per-token loss).
+    """
+    names = [v.path for v in expected.weights] if hasattr(expected, "weights") else None
+    values = [m.get_weights() if hasattr(m, "get_weights") else m for m in (got, expected)]
+    gaps = variable_gaps(values[0], values[1], start, terms, names)
+    unequal = [g for g in gaps if not g.equal]
+    assert not unequal, "weights differ beyond float rounding: " + "; ".join(
+        f"{g.name}: gap {g.gap:.3g} = {g.relative:.3g} of its movement {g.moved:.3g} "
+        f"(allowed {g.allowed:.3g})" for g in unequal[:4])
+    return gaps
 
 
 def assert_same_history(got, expected, rtol=1e-5, atol=1e-6):
