@@ -122,9 +122,7 @@ class Exercise:
         except Incorrect as fault:
             return Outcome(self.name, "fail", str(fault))
         except Exception as error:  # noqa: BLE001 - the learner's code raised: say what and where
-            where = traceback.extract_tb(error.__traceback__)[-1]
-            return Outcome(self.name, "fail", f"your code raised {type(error).__name__}: {error} "
-                           f"(line {where.lineno}: {where.line})")
+            return Outcome(self.name, "fail", raised(error))
         return Outcome(self.name, "pass", message)
 
     def check(self, *answer) -> None:
@@ -172,6 +170,59 @@ class Exercise:
         else:
             show(Outcome(self.name, "solution", f"{load} in a new cell pastes this code; run "
                          "that cell, then check again", code))
+
+
+#: (words of an error TensorFlow or Keras raises, what the learner's code did to cause it): the
+#: mistakes whose error names neither the learner's line nor the fault.
+KNOWN_ERRORS = [
+    ("object has no attribute '_unique_id'",
+     "apply_gradients was given (variable, gradient) pairs: it takes "
+     "zip(gradients, variables), each gradient first"),
+    ("branch outputs of cond must match",
+     "the two branches of a tf.cond return different things (one a value, the other None): "
+     "TensorFlow needs both to return the same kind of result, so make both return nothing, "
+     "or both a value of the same shape"),
+    ("must have the same nested structure",
+     "the two branches of a tf.cond return different things: TensorFlow needs both to return "
+     "the same kind of result"),
+]
+
+
+def raised(error: BaseException) -> str:
+    """What the learner's code raised, in a sentence: the error and the learner's own line,
+    with the cause named when it is one of :data:`KNOWN_ERRORS` (TensorFlow's message then
+    points into its generated code, not at the fault)."""
+    text = str(error)
+    for words, cause in KNOWN_ERRORS:
+        if words in text:
+            where = _user_line(error)
+            return f"your code raised {type(error).__name__}{where}: {cause}"
+    if "in user code:" in text:  # a traced function: TensorFlow's own frames, then the error
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return (f"your code raised {type(error).__name__}{_user_line(error)}: "
+                f"{lines[-1] if lines else text}")
+    where = traceback.extract_tb(error.__traceback__)[-1]
+    return f"your code raised {type(error).__name__}: {error} (line {where.lineno}: {where.line})"
+
+
+def _user_line(error: BaseException) -> str:
+    """`` (line N: code)`` of the learner's last line the error passed through, or ""."""
+    import re
+
+    # Inside tf.function, TensorFlow lists the learner's frames in its message, marked "*".
+    frames = re.findall(r'File "([^"]+)", line (\d+), in \w+ +\*?\n +(.+)', str(error))
+    frames = [f for f in frames if not _library(f[0])]
+    if frames:
+        return f" (line {frames[-1][1]}: {frames[-1][2].strip()})"
+    mine = [f for f in traceback.extract_tb(error.__traceback__) if not _library(f.filename)]
+    return f" (line {mine[-1].lineno}: {mine[-1].line})" if mine else ""
+
+
+def _library(filename: str) -> bool:
+    """Whether ``filename`` is TensorFlow's, Keras's, gaviz's or generated, not the learner's."""
+    package = str(pathlib.Path(__file__).resolve().parents[1])  # gaviz/ itself
+    return filename.startswith(package) or any(
+        part in filename for part in ("site-packages", "dist-packages", "__autograph_generated"))
 
 
 def solution_folders() -> list[pathlib.Path]:

@@ -35,17 +35,47 @@ def _check_reset(reset) -> str:
             "by gaviz.diagnose")
 
 
+#: (norms, factor, expected, why): each case differs from the others in one way, so that a
+#: rule that is wrong in one way (a pair skipped, >= for >, the factor ignored or strict) fails
+#: one case and the message says which.
+_GROWTH_CASES = [
+    ([1.0, 2.0, 3.0], 2.0, True, "every update larger than the one before, the last 3x the first"),
+    ([1.0, 3.0], 2.0, True, "two updates are enough: one pair, rising, the last 3x the first"),
+    ([1.0, 1.5, 1.9], 2.0, False, "rising every time, but the last is under 2x the first"),
+    ([1.0, 1.5, 1.9], 1.5, True, "`factor` sets how much larger the last must be: 1.9 >= 1.5 x 1"),
+    ([1.0, 1.5, 2.0], 2.0, True, "the last is exactly 2x the first: *at least* factor times"),
+    ([1.0, 0.5, 3.0], 2.0, False, "the second update shrank (0.5 after 1.0): every pair must "
+     "rise, the first pair included, not only the last one"),
+    ([1.0, 3.0, 2.5, 4.0], 2.0, False, "a dip in the middle (2.5 after 3.0): every pair must "
+     "rise, not only the first and the last"),
+    ([1.0, 2.0, 2.0, 3.0], 2.0, False, "a plateau (2.0, then 2.0): an update the same size as "
+     "the one before is not larger; compare with >, not >="),
+    ([3.0, 2.0, 1.0], 2.0, False, "shrinking, as exact updates do"),
+]
+_TOO_FEW = ([1.0], [])
+
+
 def _check_update_norms_grow(update_norms_grow) -> str:
     attempted(update_norms_grow([1.0, 2.0, 3.0]))
-    cases = [([1.0, 2.0, 3.0], True, "rising to 3x the first"),
-             ([1.0, 1.5, 1.9], False, "rising, but the last is under 2x the first"),
-             ([1.0, 3.0, 2.5], False, "not rising every time"),
-             ([3.0, 2.0, 1.0], False, "shrinking, as exact updates do")]
-    for norms, expected, why in cases:
-        if bool(update_norms_grow(norms)) != expected:
-            raise Incorrect(f"update_norms_grow({norms}) should be {expected} ({why})")
-    if not update_norms_grow([1.0, 1.5, 1.9], factor=1.5):
-        raise Incorrect("`factor` should set how much larger the last update must be")
+    for norms, factor, expected, why in _GROWTH_CASES:
+        call = f"update_norms_grow({norms}{'' if factor == 2.0 else f', factor={factor}'})"
+        got = update_norms_grow(list(norms), factor=factor)
+        if isinstance(got, (list, tuple, np.ndarray)) and np.size(got) != 1:
+            raise Incorrect(f"{call} returned {got!r}, one answer per pair: reduce them to one "
+                            "True or False (every pair must rise: `all(...)`)")
+        if bool(got) != expected:
+            raise Incorrect(f"{call} should be {expected}: {why}")
+    for norms in _TOO_FEW:
+        try:
+            got = update_norms_grow(list(norms))
+        except ValueError:
+            continue
+        except Exception as error:  # noqa: BLE001 - the wrong exception: say which
+            raise Incorrect(f"update_norms_grow({norms}) raised {type(error).__name__}; with "
+                            "fewer than two sizes nothing can grow: check the length first and "
+                            "raise ValueError") from error
+        raise Incorrect(f"update_norms_grow({norms}) returned {got!r}: with fewer than two sizes "
+                        "there is no pair to compare, so raise ValueError")
     return "it flags growing updates, and not a correct trainer's"
 
 

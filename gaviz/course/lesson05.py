@@ -7,48 +7,73 @@ import tensorflow as tf
 from gaviz.course.exercise import Exercise, Incorrect, attempted
 from gaviz.course.repairs import exact_with, require_attempted
 
-#: A micro-batch of 4 samples whose squared errors are 1, 4, 9 and 16: summed 30, mean 7.5.
-_Y, _Y_PRED = tf.zeros((4, 1)), tf.constant([[1.0], [2.0], [3.0], [4.0]])
-_ROWS, _SUM, _MEAN = 4, 30.0, 7.5
+#: Two micro-batches of different sizes, neither 4 (lesson 05's k) nor 32 (its micro-batch), so
+#: that no constant count coincides with theirs: squared errors 1, 4, 9 (summed 14, mean 4.67)
+#: and 1, 4, 9, 16, 25 (summed 55, mean 11).
+_CASES = [(3, 14.0), (5, 55.0)]
 
 
-def _what_micro_loss_returns(micro_loss):
-    """(value, count) that ``micro_loss`` returns for the micro-batch above, as floats, or None
+def _case(rows):
+    return tf.zeros((rows, 1)), tf.reshape(tf.range(1.0, rows + 1.0), (rows, 1))
+
+
+def _returned(micro_loss, rows):
+    """(value, count) ``micro_loss`` returns for the case of ``rows`` samples, as floats; None
     when it returns something else (diagnose then says what goes wrong)."""
     try:
-        value, count = micro_loss(keras.losses.MeanSquaredError(), _Y, _Y_PRED)
-        return float(value), float(count)
+        value, count = micro_loss(keras.losses.MeanSquaredError(), *_case(rows))
     except (TypeError, ValueError):
         return None
+    if np.size(count) != 1:
+        raise Incorrect(f"for {rows} samples the count is {np.asarray(count).tolist()}, not one "
+                        "number: the count is how many samples the micro-batch holds "
+                        "(`tf.shape(y)` is a shape, rows and columns)")
+    if np.size(value) != 1:
+        raise Incorrect(f"for {rows} samples it returns {np.size(value)} losses, one per sample: "
+                        "add them up into one number, so that the window adds sums")
+    return float(np.asarray(value).reshape(())), float(np.asarray(count).reshape(()))
 
 
 def _check_micro_loss(micro_loss) -> str:
     require_attempted(micro_loss, "micro_loss still returns nothing")
-    returned = _what_micro_loss_returns(micro_loss)
-    if returned is not None:
-        value, count = returned
-        mean, summed = np.isclose(value, _MEAN), np.isclose(value, _SUM)
-        if mean and np.isclose(count, _ROWS):
-            raise Incorrect(
-                f"for 4 samples with losses 1, 4, 9 and 16 it returns their mean, {value:g}, "
-                f"and count {count:g}: the loop adds the micro-batches' means and divides by "
-                "all the window's samples, so each update is about 1 / (samples per "
-                "micro-batch) of the big batch's. Return the *sum* of the per-sample losses "
-                "(`loss.call(y, y_pred)` gives them), 30 here, with the count")
-        if mean and np.isclose(count, 1.0):
-            raise Incorrect(
-                f"for 4 samples with losses 1, 4, 9 and 16 it returns their mean, {value:g}, "
-                "counted as one sample: the mean of means (mean_of_means) again, each "
-                "micro-batch weighing the same whatever its size. Return the *sum* of the "
-                "per-sample losses, 30 here, and the number of samples, 4")
-        if summed and not np.isclose(count, _ROWS):
-            raise Incorrect(
-                f"for 4 samples it returns the summed loss, {value:g}, right, but count "
-                f"{count:g}: the count is what the window divides by, the micro-batch's "
-                "number of samples, 4 here")
+    returned = [_returned(micro_loss, rows) for rows, _ in _CASES]
+    if None not in returned:
+        for (rows, summed), (value, count) in zip(_CASES, returned):
+            _name_the_fault(rows, summed, value, count, counts=[c for _, c in returned])
     exact_with(micro_loss=micro_loss)
     return "lesson 03's loop with your micro_loss is exact by gaviz.diagnose, ragged " \
         "micro-batches included"
+
+
+def _name_the_fault(rows, summed, value, count, counts) -> None:
+    """Incorrect, naming the fault, when ``(value, count)`` is a known wrong pair for the case
+    of ``rows`` samples (losses 1, 4, ..., rows**2, summed ``summed``)."""
+    losses = ", ".join(str(i * i) for i in range(1, rows + 1))
+    what = f"for {rows} samples with losses {losses}"
+    mean = np.isclose(value, summed / rows)
+    if mean and np.isclose(count, rows):
+        raise Incorrect(
+            f"{what} it returns their mean, {value:.4g}, and count {count:g}: the loop adds "
+            "the micro-batches' means and divides by all the window's samples, so each update "
+            "is about 1 / (samples per micro-batch) of the big batch's. Return the *sum* of the "
+            "per-sample losses (`loss.call(y, y_pred)` gives them), with the count")
+    if mean and np.isclose(count, 1.0):
+        raise Incorrect(
+            f"{what} it returns their mean, {value:.4g}, counted as one sample: the mean of "
+            "means (mean_of_means) again, each micro-batch weighing the same whatever its size. "
+            "Return the *sum* of the per-sample losses, and the number of samples")
+    if not np.isclose(value, summed):
+        return  # diagnose names what this does to the loop
+    if len(set(counts)) == 1:
+        raise Incorrect(
+            f"it returns the summed loss, right, but the same count, {count:g}, for micro-batches "
+            f"of {_CASES[0][0]} and {_CASES[1][0]} samples: the count is what the window divides "
+            "by, *this* micro-batch's number of samples (k, or a batch size, is a constant that "
+            "only some micro-batches match)")
+    if not np.isclose(count, rows):
+        raise Incorrect(f"{what} it returns the summed loss, {value:g}, right, but count "
+                        f"{count:g}: the count is what the window divides by, the micro-batch's "
+                        f"number of samples, {rows} here")
 
 
 def _check_window_loss(window_loss) -> str:

@@ -8,25 +8,36 @@ from gaviz.course.loop import Window
 from gaviz.course.repairs import exact_with, require_attempted
 
 
-def _calls(end_of_epoch, micro_steps) -> int:
+def _calls(end_of_epoch, micro_steps, samples) -> int:
     calls = []
-    end_of_epoch(Window(accumulators=[], sample_count=float(micro_steps), micro_steps=micro_steps),
+    end_of_epoch(Window(accumulators=[], sample_count=float(samples), micro_steps=micro_steps),
                  lambda: calls.append(1))
     return len(calls)
+
+
+#: (micro-batches waiting, their samples, why): tails of every size an epoch can leave, one
+#: micro-batch included, and samples that differ from the micro-batches, so neither number
+#: stands in for the other.
+_TAILS = [(1, 7.0, "a tail of one micro-batch is still a window: its samples count"),
+          (2, 40.0, "a partial window"),
+          (5, 123.0, "a partial window")]
 
 
 def _check_end_of_epoch(end_of_epoch) -> str:
     require_attempted(end_of_epoch,
                       "end_of_epoch does nothing yet, so the partial window is still dropped")
-    if _calls(end_of_epoch, 5) != 1:
-        raise Incorrect(f"with 5 micro-batches waiting, update() should be called once; it was "
-                        f"called {_calls(end_of_epoch, 5)} times")
-    if _calls(end_of_epoch, 0) != 0:
+    for micro_steps, samples, why in _TAILS:
+        calls = _calls(end_of_epoch, micro_steps, samples)
+        if calls != 1:
+            raise Incorrect(f"with {micro_steps} micro-batch{'es' * (micro_steps > 1)} "
+                            f"({samples:g} samples) waiting, update() should be called once; it "
+                            f"was called {calls} time{'s' * (calls != 1)}: {why}")
+    if _calls(end_of_epoch, 0, 0.0) != 0:
         raise Incorrect("with an empty window (micro_steps 0) nothing should be applied: its "
                         "sample count is 0, and 0 / 0 is NaN")
     exact_with(end_of_epoch=end_of_epoch)
-    return ("the partial window is applied, an empty one is not, and diagnose finds lesson 03's "
-            "loop with your end_of_epoch exact")
+    return ("the partial window is applied, a tail of one micro-batch included, an empty one is "
+            "not, and diagnose finds lesson 03's loop with your end_of_epoch exact")
 
 
 #: (arguments, expected, why): hand-worked cases, one per policy and edge. Windows count

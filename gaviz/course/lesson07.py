@@ -25,7 +25,33 @@ _BAD = (
     (dict(effective_batch=0), "effective_batch=0"),
     (dict(base_batch=0), "base_batch=0"),
     (dict(base_lr=-0.1), "base_lr=-0.1"),
+    (dict(base_lr=0.0), "base_lr=0.0 (a rate of 0 trains nothing: every number must be > 0, "
+     "not >= 0)"),
+    (dict(effective_batch=-64), "effective_batch=-64"),
 )
+
+
+def _scaled(base_lr, ratio, rule):
+    return base_lr * (ratio if rule == "linear" else math.sqrt(ratio))
+
+
+def _why(got, base_lr, base_batch, effective_batch, rule) -> str:
+    """What a wrong rate ``got`` did, when it is one of the usual mistakes; else ""."""
+    def near(value):
+        return value is not None and math.isclose(float(got), value, rel_tol=1e-9, abs_tol=1e-15)
+
+    if near(_scaled(base_lr, base_batch / effective_batch, rule)):
+        return (": the ratio is upside down (effective_batch / base_batch: a bigger batch, a "
+                "bigger rate)")
+    if near(_scaled(base_lr, effective_batch // base_batch, rule)):
+        return (f": `//` is integer division, and {effective_batch} // {base_batch} = "
+                f"{effective_batch // base_batch} drops the fraction; the ratio needs `/`")
+    other = "sqrt" if rule == "linear" else "linear"
+    if near(_scaled(base_lr, effective_batch / base_batch, other)):
+        return f": that is the {other} rule's rate; check how `rule` picks the formula"
+    if near(math.sqrt(base_lr * effective_batch / base_batch)):
+        return ": the square root is of base_lr x ratio; only the ratio goes under it"
+    return ""
 
 
 def _check_scaled_learning_rate(scaled_learning_rate) -> str:
@@ -34,13 +60,11 @@ def _check_scaled_learning_rate(scaled_learning_rate) -> str:
         got = scaled_learning_rate(base_lr, base_batch, effective_batch, rule=rule)
         call = (f"scaled_learning_rate({base_lr}, {base_batch}, {effective_batch}, "
                 f"rule={rule!r})")
-        if got is None or not math.isclose(float(got), expected, rel_tol=1e-9):
-            ratio = base_batch / effective_batch
-            inverted = expected * (ratio if rule == "linear" else math.sqrt(ratio)) ** 2
-            if got is not None and math.isclose(float(got), inverted, rel_tol=1e-9):
-                raise Incorrect(f"{call} gave {got}, expected {expected}: the ratio is upside "
-                                "down (effective_batch / base_batch: a bigger batch, a bigger rate)")
-            raise Incorrect(f"{call} gave {got}, expected {expected}")
+        if got is None or isinstance(got, str):
+            raise Incorrect(f"{call} returned {got!r}: return the rate, a number")
+        if not math.isclose(float(got), expected, rel_tol=1e-9):
+            raise Incorrect(f"{call} gave {got}, expected {expected}"
+                            f"{_why(got, base_lr, base_batch, effective_batch, rule)}")
     if scaled_learning_rate(0.1, 32, 128) != scaled_learning_rate(0.1, 32, 128, rule="linear"):
         raise Incorrect("the default rule should be 'linear'")
     for change, what in _BAD:

@@ -167,6 +167,12 @@ def _check_updates(updates) -> None:
         raise Incorrect("10 updates, one per micro-batch: give the gradients to the "
                         "Accumulator's step (not to optimizer.apply_gradients), made with "
                         "accumulation_steps; it applies once the window holds that many")
+    if updates == 1:
+        raise Incorrect("1 update for 10 micro-batches with accumulation_steps=4: only the flush "
+                        "at the end applied anything. `add` only adds a micro-batch, it never "
+                        "applies (`step` adds, then applies once the window holds k), and an "
+                        "Accumulator made anew for each micro-batch never holds k: make one "
+                        "before the loop and give every micro-batch to its step")
     if updates != 3:
         raise Incorrect(f"{updates} updates for 10 micro-batches with accumulation_steps=4: "
                         "expected 3, two full windows and the partial one")
@@ -204,10 +210,13 @@ def _check_accumulator(accumulator_epoch) -> str:
     if difference > 1e-5 or not diagnosis.exact:
         raise Incorrect(f"after one epoch the weights differ from lesson 03's exact loop's by "
                         f"{difference:.1e}. gaviz.diagnose finds: {diagnosis.summary()}")
-    ignored = ("; it ignores model.losses, which a model with a weight penalty needs in its "
-               "loss (+ tf.add_n(model.losses))" if diagnosis.unused else "")
+    if diagnosis.unused:
+        raise Incorrect(f"your loop ignores {', '.join(diagnosis.unused)}: diagnose's probe "
+                        "model has an L2 weight penalty, and its gradient never reaches your "
+                        "updates. A micro-step's loss is what a training step computes, the "
+                        "model's penalties (model.losses) included")
     return (f"3 updates for 10 micro-batches (the partial window flushed), the weights of lesson "
-            f"03's exact loop (to {difference:.0e}), exact on all of diagnose's probes{ignored}")
+            f"03's exact loop (to {difference:.0e}), exact on all of diagnose's probes")
 
 
 accumulator = Exercise(

@@ -9,6 +9,7 @@ import numpy as np
 from gaviz import demo
 from gaviz.course.exercise import Exercise, Incorrect, NotAttempted, attempted
 from gaviz.course.loop import max_difference
+from gaviz.training.history import History, Update
 
 #: A fake epoch's durations: the warm-up first, then three timed epochs (median 0.04 s,
 #: mean 0.06 s; the median of all four calls is 0.08 s).
@@ -130,20 +131,48 @@ def _check_matches_model_fit(make_my_model, history) -> None:
         raise Incorrect(f"the weights end {difference:.1e} from Model.fit(batch_size=256)'s")
 
 
+#: A made-up run of 4 epochs, 3 updates each: per epoch, the training loss is lowest in epoch 3,
+#: val_loss lowest in epoch 2 (0.75) and highest in epoch 4; per update, the loss is lowest at
+#: update 8 (in epoch 3). Each usual mistake gives its own answer.
+_EPOCH_LOSS, _VAL_LOSS = [3.0, 2.0, 1.0, 1.5], [2.0, 0.75, 2.5, 3.0]
+_UPDATE_LOSSES = [3.2, 3.0, 2.8, 2.2, 2.0, 1.8, 1.1, 0.9, 1.0, 1.6, 1.5, 1.4]
+
+
+def _made_up_history() -> History:
+    """A gaviz History, as fit returns it, of the made-up run above."""
+    history = History([Update(update=number, epoch=(number - 1) // 3 + 1, loss=loss,
+                              effective_batch_size=256, micro_steps=8,
+                              samples_seen=256 * number, seconds=0.0)
+                       for number, loss in enumerate(_UPDATE_LOSSES, start=1)])
+    history.epoch = [0, 1, 2, 3]
+    history.history = {"loss": list(_EPOCH_LOSS), "val_loss": list(_VAL_LOSS)}
+    return history
+
+
 def _check_best_epoch(best_epoch) -> None:
-    """Incorrect unless ``best_epoch`` reads a made-up History right."""
-    fake = keras.callbacks.History()
-    fake.epoch, fake.history = [0, 1, 2], {"loss": [3.0, 2.0, 1.0], "val_loss": [2.0, 1.0, 3.0]}
-    answer = best_epoch(fake)
+    """Incorrect unless ``best_epoch`` reads a made-up History right, naming the usual faults."""
+    answer = best_epoch(_made_up_history())
     attempted(answer)
-    if answer == 1:
-        raise Incorrect("for val_loss [2.0, 1.0, 3.0] best_epoch returned 1: epochs count from 1 "
-                        "here, as Keras prints them ('Epoch 2/3'); add 1 to the index")
-    if answer == 3:
-        raise Incorrect("for loss [3.0, 2.0, 1.0] and val_loss [2.0, 1.0, 3.0] best_epoch "
-                        "returned 3, the lowest training loss: read history.history['val_loss']")
+    said = (f"for a made-up run of 4 epochs, val_loss {_VAL_LOSS} (history.history) and loss "
+            f"{_EPOCH_LOSS} per epoch, best_epoch returned {answer!r}")
+    faults = {
+        0.75: "the lowest val_loss itself: return the epoch it belongs to",
+        1: "epochs count from 1 here, as Keras prints them ('Epoch 2/4'); an index counts from 0",
+        3: "the epoch of the lowest *training* loss: the best epoch is the one that does best on "
+           "data it did not train on, history.history['val_loss']",
+        4: "the epoch of the *highest* val_loss (and the last): the best is the lowest",
+        8: "the number of the update with the lowest loss: history.loss holds one training loss "
+           "per *update*; the best epoch is read per epoch, from val_loss",
+        7: "an index into history.loss, one training loss per *update*: the best epoch is read "
+           "per epoch, from val_loss",
+    }
+    if isinstance(answer, (int, float, np.integer, np.floating)) and not isinstance(answer, bool):
+        for value, why in faults.items():
+            if np.isclose(answer, value):
+                raise Incorrect(f"{said}: {why}")
     if answer != 2:
-        raise Incorrect(f"for val_loss [2.0, 1.0, 3.0] best_epoch should be 2, got {answer!r}")
+        raise Incorrect(f"{said}; the best epoch, counted from 1, is the one with the lowest "
+                        "val_loss")
 
 
 def _check_your_model(make_my_model, fit_accumulated, best_epoch) -> str:

@@ -6,16 +6,14 @@ In the notebook::
     lesson12.early_stop.check(make_early_stop)
 
 The checker first feeds the learner's callback four made-up updates (losses
-2.0, 0.9, 0.5, 0.49 against a threshold of 0.5) on a stand-in trainer, which
+2.0, 0.9, 0.5, 0.49 against a threshold of 0.5), which
 names the usual faults precisely (``<=`` for ``<``, no ``records``, the wrong
-pairs, a flag set on some other trainer); then it runs a real
+pairs, a flag set on some other trainer) on a real trainer that is not fitting; then it runs a real
 ``AccumulationTrainer.fit`` with the callback and compares it with an
 uninterrupted run of the same trainer.
 """
 
 from __future__ import annotations
-
-import types
 
 import keras
 
@@ -40,8 +38,9 @@ def _make_trainer() -> AccumulationTrainer:
 
 
 def _check_made_up_updates(make_early_stop) -> None:
-    """Four updates by hand on a stand-in trainer: the specific fault, if any."""
-    trainer = types.SimpleNamespace(stop_training=False)
+    """Four updates by hand, to a real trainer that is not training: the specific fault, if
+    any (a real one, so that `trainer.model` and the rest are there as the lesson shows them)."""
+    trainer = _make_trainer()
     callback = make_early_stop(trainer, _THRESHOLD)
     attempted(callback)
     if not callable(callback):

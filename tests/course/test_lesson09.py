@@ -202,7 +202,7 @@ def test_best_epoch_counted_from_zero_is_named():
 def test_best_epoch_by_the_training_loss_is_named():
     outcome = lesson09.your_model.evaluate(
         tiny_model, fit_with(), lambda h: h.history["loss"].index(min(h.history["loss"])) + 1)
-    assert outcome.status == "fail" and "read history.history['val_loss']" in outcome.message
+    assert outcome.status == "fail" and "history.history['val_loss']" in outcome.message
 
 
 def test_a_shuffled_fit_is_named():
