@@ -6,14 +6,13 @@ import sys
 import keras
 import numpy as np
 import pytest
-from helpers import make_mlp
+from helpers import assert_same_weights, make_mlp, start_of
 from reference import dataset_of, group_windows, max_weight_difference, micro_batches, train_big_batches
 
 import gaviz
 from gaviz.gallery.pitfalls import PITFALLS
 
 MSE = keras.losses.mean_squared_error
-TOLERANCE = 2e-5
 
 
 @pytest.fixture
@@ -31,10 +30,11 @@ def reference_weights(micro, windows):
 def test_a_schedule_of_k_is_exact_per_epoch_and_never_retraces(micro):
     schedule = {1: 1, 2: 2, 3: 4, 4: 4}.__getitem__  # a batch-size warm-up
     model = make_mlp()
+    start = start_of(model)
     trainer = gaviz.AccumulationTrainer(model, keras.optimizers.Adam(0.01), "mse", schedule)
     history = trainer.fit(dataset_of(micro), epochs=4)
     windows = [w for epoch in (1, 2, 3, 4) for w in group_windows(micro, schedule(epoch), "flush", 1)]
-    assert max_weight_difference(model, reference_weights(micro, windows)) < TOLERANCE
+    assert_same_weights(model, reference_weights(micro, windows), start, terms=4 * 8)
     assert trainer.tracing_count == 1  # k is a graph value
     assert history.accumulation_steps == [1] * 13 + [2] * 7 + [4] * 4 + [4] * 4
     assert history.micro_steps[13:20] == [2] * 6 + [1]
@@ -51,12 +51,13 @@ def test_a_schedule_returning_a_bad_k_names_the_epoch(micro):
 @pytest.mark.parametrize("windows_per_call", [1, 2, 3, 100, "auto"])
 def test_windows_per_call_changes_no_number(micro, windows_per_call):
     model = make_mlp()
+    start = start_of(model)
     trainer = gaviz.AccumulationTrainer(model, keras.optimizers.Adam(0.01), "mse", 4,
                                         tail="carry", windows_per_call=windows_per_call)
     history = trainer.fit(dataset_of(micro), epochs=3)
     assert len(history) == int(trainer.optimizer.iterations.numpy()) == 9
     reference = reference_weights(micro, group_windows(micro, 4, "carry", 3))
-    assert max_weight_difference(model, reference) < TOLERANCE
+    assert_same_weights(model, reference, start, terms=4 * 8)
 
 
 def test_auto_grows_the_calls_when_nobody_listens(regression_data):
@@ -105,11 +106,12 @@ def test_arrays_are_exact_with_a_ragged_last_micro_batch_and_weights(regression_
     x, y = regression_data
     w = np.random.default_rng(1).uniform(size=100).astype("float32")
     model = make_mlp()
+    start = start_of(model)
     trainer = gaviz.AccumulationTrainer(model, keras.optimizers.Adam(0.01), "mse", 3)
     history = trainer.fit(x, y, batch_size=8, epochs=2, shuffle=False, sample_weight=w)
     micro = [(x[i:i + 8], y[i:i + 8], w[i:i + 8]) for i in range(0, 100, 8)]
     reference = reference_weights(micro, group_windows(micro, 3, "flush", 2))
-    assert max_weight_difference(model, reference) < TOLERANCE
+    assert_same_weights(model, reference, start, terms=3 * 8)
     assert history.micro_steps == [3, 3, 3, 3, 1] * 2
     assert int(trainer.micro_step.numpy()) == 26
 
@@ -117,12 +119,13 @@ def test_arrays_are_exact_with_a_ragged_last_micro_batch_and_weights(regression_
 def test_arrays_match_keras_fit_on_the_big_batch(regression_data):
     x, y = regression_data
     model = make_mlp()
+    start = start_of(model)
     gaviz.AccumulationTrainer(model, keras.optimizers.Adam(0.01), "mse", 4).fit(
         x, y, batch_size=5, epochs=2, shuffle=False)
     keras_model = make_mlp()
     keras_model.compile(keras.optimizers.Adam(0.01), "mse")
     keras_model.fit(x, y, batch_size=20, epochs=2, shuffle=False, verbose=0)
-    assert max_weight_difference(model, keras_model) < TOLERANCE
+    assert_same_weights(model, keras_model, start, terms=20)
 
 
 def test_shuffled_arrays_are_seeded_and_shuffled(regression_data):
