@@ -6,6 +6,8 @@ Public API:
         train_step, and the Keras callback that flushes it at an epoch's end.
     SparseGradientWarning: sparse gradients meet an optimizer for which
         Model.fit on the big batch lands elsewhere.
+    CoupledLoss: a compiled loss whose value for a row depends on the other
+        rows of its batch, refused before training over windows of micro-batches.
     InexactAddedLoss: a loss added with add_loss that no window of
         micro-batches can reproduce exactly, said at run time.
     NonFiniteUpdate: raised when a window's loss or gradient is not finite.
@@ -42,6 +44,7 @@ _tensorflow.check_installed()
 _PUBLIC = {
     "AccumulationTrainer": "gaviz.training",
     "Accumulator": "gaviz.training",
+    "CoupledLoss": "gaviz.training",
     "FlushAtEpochEnd": "gaviz.training",
     "History": "gaviz.training",
     "InexactAddedLoss": "gaviz.training",

@@ -19,6 +19,10 @@ import keras
 # as Keras's losses and metrics read it (and attaching one to a tensor).
 from keras.src.backend.common.masking import get_keras_mask, set_keras_mask
 
+# keras/src/losses/losses.py: the wrapper that makes a loss function a Loss
+# (compile wraps every function and name it is given in one).
+from keras.src.losses.losses import LossFunctionWrapper
+
 # keras/src/models: the models whose layers form a graph with known outputs.
 from keras.src.models.functional import Functional
 from keras.src.models.sequential import Sequential
@@ -64,7 +68,8 @@ def check_version(version: str | None = None) -> None:
 
 #: The private functions imported above (tests check each is there).
 NAMES = ("get_data_adapter", "train_validation_split", "class_weight_to_sample_weights",
-         "make_class_weight_map_fn", "get_keras_mask", "set_keras_mask", "model_supports_jit")
+         "make_class_weight_map_fn", "get_keras_mask", "set_keras_mask", "model_supports_jit",
+         "LossFunctionWrapper")
 
 
 # keras/src/trainers/trainer.py: what Trainer.compile sets on a model, and
@@ -128,6 +133,13 @@ def build_structures(compiled) -> tuple:
     return compiled._y_true_build_structure, compiled._y_pred_build_structure
 
 
+def wrapped_function(loss):
+    """``(fn, kwargs)`` of a ``LossFunctionWrapper`` (None for another Loss)."""
+    if not isinstance(loss, LossFunctionWrapper):
+        return None
+    return loss.fn, dict(loss._fn_kwargs)
+
+
 # keras/src/layers/layer.py: a layer's sublayers and the losses its last call added.
 
 #: The models whose layers form a graph with known outputs.
@@ -182,5 +194,6 @@ ATTRIBUTES = {
     "built CompileLoss": ("_user_loss", "_flat_losses", "_y_true_build_structure",
                           "_y_pred_build_structure"),
     "layer": ("_get_own_losses",),
+    "loss wrapper": ("_fn_kwargs",),
     "optimizer": ("_clip_gradients", "_learning_rate", "_update_model_variables_moving_average"),
 }

@@ -33,6 +33,7 @@ def keras_objects():
         "compiled model": model,
         "built CompileLoss": _keras.compile_loss(model),
         "layer": model.layers[0],
+        "loss wrapper": keras.losses.MeanSquaredError(),
         "optimizer": model.optimizer,
     }
 

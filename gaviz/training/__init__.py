@@ -8,7 +8,7 @@ parts; ``window_loop`` is the graph code one call runs, from ``forward_backward`
 data, on ``window``'s pure functions); ``feeds``, ``sources``, ``fitting``,
 ``validation`` and ``call_size`` turn ``fit``'s data into graph calls and run
 the epochs (``preprocessing``: a KerasHub task's preprocessor on them);
-``objective``, ``own_loss``, ``added_loss``, ``row_means`` and ``compiling``
+``objective``, ``row_losses``, ``own_loss``, ``added_loss``, ``row_means`` and ``compiling``
 read the compiled model; ``checks``, ``batch_layers`` and ``sparse_gradients``
 refuse or warn; ``history`` is what a run reports.
 """
@@ -16,9 +16,10 @@ refuse or warn; ``history`` is what a run reports.
 from gaviz.training.accumulator import Accumulator, FlushAtEpochEnd
 from gaviz.training.added_loss import InexactAddedLoss
 from gaviz.training.history import History, NonFiniteUpdate, Update
+from gaviz.training.row_losses import CoupledLoss
 from gaviz.training.rules import EXACT, Rule
 from gaviz.training.sparse_gradients import SparseGradientWarning
 from gaviz.training.trainer import AccumulationTrainer
 
-__all__ = ["AccumulationTrainer", "Accumulator", "EXACT", "FlushAtEpochEnd", "History",
+__all__ = ["AccumulationTrainer", "Accumulator", "CoupledLoss", "EXACT", "FlushAtEpochEnd", "History",
            "InexactAddedLoss", "NonFiniteUpdate", "Rule", "SparseGradientWarning", "Update"]

@@ -36,7 +36,7 @@ import tensorflow as tf
 from keras import tree
 
 from gaviz import _keras
-from gaviz.training import window
+from gaviz.training import row_losses, row_means, window
 
 #: What a window may be divided by (``normalize``).
 NORMALIZATIONS = ("samples", "weights", "sum")
@@ -234,6 +234,59 @@ class Objective:
                 "or use reduction='sum' for every output."
             )
         return max(fixed, 1)
+
+    # ------------------------------------------------------------- checking
+
+    def unknown_terms(self) -> list[Term]:
+        """The terms (after :meth:`build`) that are not Keras's known per-row losses."""
+        return [term for term in self.terms if not row_losses.known_row_wise(term.loss)]
+
+    def check_rows(self, probe: row_means.Batch) -> None:
+        """Refuses a loss the trainer cannot read per micro-batch, tried on
+        ``probe`` (rows from across the data, with the model's predictions):
+        one whose value for a row depends on the batch's other rows, or whose
+        own ``__call__`` reduces otherwise than the trainer's reading of it.
+
+        Raises:
+            CoupledLoss: a term couples the rows.
+            ValueError: a term's ``__call__`` is not its values reduced.
+        """
+        y_true, y_pred = self._as_built(self.align(probe.y, probe.y_pred), probe.y_pred)
+        for term in self.unknown_terms():
+            batch = row_means.Batch(probe.x, _at(term.path, y_true), _at(term.path, y_pred))
+            coupling = row_losses.first_coupling(
+                lambda y, p, loss=term.loss: _values(loss, y, p), batch)
+            if coupling is not None:
+                raise row_losses.CoupledLoss(self._label(term), coupling)
+            weights = probe.sample_weight
+            if weights is not None and tree.is_nested(weights):
+                weights = _at(term.path, weights)
+            self._check_reading(term, batch.y, batch.y_pred, weights)
+
+    def _label(self, term) -> str:
+        """A term's loss by name, and its output's where there are several."""
+        name = getattr(term.loss, "name", None) or type(term.loss).__name__
+        return f"{name}' for output '{term.name}" if len(self.terms) > 1 else name
+
+    def _check_reading(self, term, y_true, y_pred, sample_weight) -> None:
+        """A Loss with its own ``__call__``: the trainer reads ``call`` and
+        reduces it as ``reduction`` says; refused where that is not its value."""
+        if type(term.loss).__call__ is keras.losses.Loss.__call__:
+            return
+        values, mask = _values(term.loss, y_true, y_pred)
+        loss_sum, count, weight_sum = window.weighted_loss_sum(values, sample_weight, mask)
+        divisor = {"samples": count, "weights": weight_sum, "sum": 1.0}[self.normalize]
+        ours = float(tf.math.divide_no_nan(loss_sum, divisor))
+        theirs = float(term.loss(y_true, y_pred, sample_weight))
+        if abs(ours - theirs) > row_means.TOLERANCE * max(1.0, abs(theirs)):
+            raise ValueError(
+                f"`loss` '{self._label(term)}' ({type(term.loss).__name__}) overrides __call__: on "
+                f"rows of the data it gives {theirs:.6g}, but its values (call) divided by "
+                f"{_DIVIDES_BY[self.normalize]}, as its reduction "
+                f"{term.loss.reduction!r} says, give {ours:.6g}. The trainer sums a "
+                "micro-batch's values and divides the window once; put the loss's arithmetic "
+                "in call(), returning one value per row, and leave the reduction to Keras."
+            )
 
     # ------------------------------------------------------------ structure
 

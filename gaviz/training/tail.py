@@ -35,12 +35,14 @@ class Tail(NamedTuple):
         open: no conditional over every sum in each window)."""
         return full if self.carries else True
 
-    def due(self, full, exhausted, sample_count):
+    def due(self, full, exhausted, micro_steps):
         """Whether a window is applied: a full one, or with ``"flush"`` a
-        partial one that holds samples where the data ended."""
+        partial one that holds micro-batches where the data ended (whatever
+        its loss counts: with every row masked, ``Model.fit`` still takes a
+        step, of a zero gradient, that moves momentum and ``iterations``)."""
         if self.policy != "flush":
             return full
-        return tf.logical_or(full, tf.logical_and(exhausted, sample_count > 0))
+        return tf.logical_or(full, tf.logical_and(exhausted, micro_steps > 0))
 
     def updates_per_epoch(self, micro_batches: int | None, accumulation_steps: int,
                           carried: int = 0) -> int | None:

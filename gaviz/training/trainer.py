@@ -537,21 +537,27 @@ class AccumulationTrainer(tf.Module):
             )
 
     def _check_own_losses(self, feed):
-        """Checks the loss the model makes itself, its compute_loss and what its
-        layers add with add_loss, on rows drawn from across the data: refused
+        """Checks the loss, on rows drawn from across the data: a compiled loss
+        that is not one of Keras's known per-row losses (for coupled rows), the
+        model's compute_loss and what its layers add with add_loss. Refused
         where the trainer cannot take it exactly, said (by name) where
         accumulation cannot be exact."""
-        if self.own_loss is None and not added_loss.may_add_losses(self.model):
+        accumulates = callable(self.accumulation_steps) or self.accumulation_steps > 1
+        # At one micro-batch a window, a window is Model.fit's batch: rows may couple.
+        compiled = self.own_loss is None and accumulates and self.objective.unknown_terms()
+        if not compiled and self.own_loss is None and not added_loss.may_add_losses(self.model):
             return
         x, y, sample_weight = unpack(feed.probe(row_means.PROBE_ROWS))
-        added = added_loss.find(self.model, x)
+        if compiled:
+            self.objective.check_rows(
+                row_means.Batch(x, y, self.model(x, training=False), sample_weight))
+        added = added_loss.find(self.model, x) if added_loss.may_add_losses(self.model) else None
         if self._added_loss_only:
             added_loss.check_only_loss(added)
             return
         if self.own_loss is not None:
             y_pred = self.model(x, training=False)
             self.own_loss.check(row_means.Batch(x, y, y_pred, sample_weight))
-        accumulates = callable(self.accumulation_steps) or self.accumulation_steps > 1
         fixed = self.own_loss is not None or self.objective.fixed_count_per_row(feed.element_spec)
         added_loss.warn_where_inexact(added, accumulates, fixed, self.objective.divides_by,
                                       stacklevel=4)

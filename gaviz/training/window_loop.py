@@ -27,6 +27,7 @@ from gaviz import _keras
 from gaviz.training import rules, sources, window, window_cycle
 from gaviz.training.forward_backward import ForwardBackward, clip_mean_gradient, unpack
 from gaviz.training.state import TrainerState
+from gaviz.training.tail import Tail
 from gaviz.training.window import WindowResult, WindowSums
 from gaviz.training.window_cycle import APPLIED, WindowCycle, when
 
@@ -261,17 +262,15 @@ class WindowLoop:
         """One window: accumulate, then its cycle (reduce, finish, judge,
         apply, empty), in the name scopes of a profile."""
         # The name scopes name the phases' ops in a profile (benchmarks/profile_dispatch.py).
-        tail = self.tail
+        tail = Tail(self.tail)
         sums, steps, consumed, exhausted = self._accumulate(source, micro_sums, sums, steps, k)
         with tf.name_scope("all_reduce"):
             totals = self._reduce(sums)
         full = steps >= k
-        # A window ends full or with the data, so only "carry" keeps one open:
-        # a Python True adds no conditional over every sum to each window.
-        closes = full if tail == "carry" else True
-        due = full
-        if tail == "flush":  # a partial window at the end of the data is applied
-            due = tf.logical_or(full, tf.logical_and(exhausted, totals.sample_count > 0))
+        closes = tail.closes(full)
+        # A partial window with micro-batches is due under "flush", even if its
+        # loss counts nothing (every row masked): Model.fit steps on such a batch.
+        due = tail.due(full, exhausted, steps)
         with tf.name_scope("finish"):
             finished = self.cycle.finish(totals, steps, k)
             applies = tf.equal(self.cycle.judge(due, finished.finite), APPLIED)
