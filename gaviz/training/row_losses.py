@@ -132,7 +132,7 @@ class CoupledLoss(ValueError):
             row whose value changed, among the others and alone.
     """
 
-    def __init__(self, loss: str, coupling: Coupling):
+    def __init__(self, loss, coupling):  # untyped: the docs show no private class
         self.loss, self.coupling = loss, coupling
         super().__init__(
             f"`loss` '{loss}' couples the batch's rows: on {coupling.rows} rows of the data "
