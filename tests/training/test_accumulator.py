@@ -11,13 +11,14 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import clone, make_mlp, weight_gap
+from helpers import assert_same_weights, clone, make_mlp, start_of, weight_gap
 from reference import group_windows, micro_batches, train_big_batches
 
 import gaviz
 
 SIZES = [4, 3, 5, 2, 4, 4, 3]  # ragged; k = 3 leaves a partial window of one
 K = 3
+WINDOW_ROWS = 12  # the largest window of SIZES: the terms of one big-batch gradient
 
 
 ROWS = sum(SIZES)
@@ -79,11 +80,12 @@ def test_equals_the_big_batch_ragged_and_flushed(name, graph):
     x, y = data()
     micro = micro_batches(x, y, SIZES)
     model = make_mlp(kernel_regularizer=keras.regularizers.L2(0.01))
+    start = start_of(model)
     expected = reference(model, OPTIMIZERS[name](), micro, epochs=2)
     optimizer = OPTIMIZERS[name]()
     acc = gaviz.Accumulator(optimizer, model.trainable_variables, accumulation_steps=K)
     step, said = accumulate(model, acc, micro, epochs=2, graph=graph)
-    assert weight_gap(model, expected) < 1e-5
+    assert_same_weights(model, expected, start, terms=WINDOW_ROWS)
     # Updates where a window filled, then the flushed one: 3 per epoch.
     assert said == [False, False, True, False, False, True, False] * 2
     assert int(optimizer.iterations.numpy()) == 6
@@ -117,7 +119,7 @@ def test_counts_tokens_for_a_token_level_loss():
     keras.utils.set_random_seed(2)
     model = keras.Sequential([keras.Input((6,)), keras.layers.Embedding(8, 4),
                               keras.layers.Dense(1)])
-    expected = clone(model)
+    expected, initial = clone(model), start_of(model)
     sizes = [5, 4, 3]
 
     def masked_sum(m, x, t, w):
@@ -138,16 +140,18 @@ def test_counts_tokens_for_a_token_level_loss():
                 loss = masked_sum(trained, x, t, w) / w.sum()  # a mean over real tokens
             acc.step(tape.gradient(loss, trained.trainable_variables), count_of(x, w))
             start += size
-        return weight_gap(trained, expected)
+        return trained
 
-    assert run(lambda x, w: w.sum()) < 1e-6
-    assert run(lambda x, w: len(x)) > 1e-3  # rows where the loss divides by tokens
+    # A per-token loss: the terms are the big batch's real tokens.
+    assert_same_weights(run(lambda x, w: w.sum()), expected, initial, terms=int(mask.sum()))
+    assert weight_gap(run(lambda x, w: len(x)), expected) > 1e-3  # rows where the loss divides by tokens
 
 
 def test_a_loss_scale_optimizer_unscales_once_and_skips_a_non_finite_window():
     x, y = data(rows=sum(SIZES[:6]))
     micro = micro_batches(x, y, SIZES[:6])
     model = make_mlp()
+    start = start_of(model)
     expected = reference(model, keras.optimizers.Adam(0.05), micro)
     optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(0.05))
     acc = gaviz.Accumulator(optimizer, model.trainable_variables, K)
@@ -161,7 +165,7 @@ def test_a_loss_scale_optimizer_unscales_once_and_skips_a_non_finite_window():
 
     for xb, yb in micro:
         micro_step(xb, yb, tf.constant(1.0))
-    assert weight_gap(model, expected) < 1e-5
+    assert_same_weights(model, expected, start, terms=WINDOW_ROWS)
     assert int(optimizer.iterations.numpy()) == 2
     scale, before = float(optimizer.dynamic_scale.numpy()), model.get_weights()
     for xb, yb in micro[:K - 1]:
@@ -181,10 +185,11 @@ def test_learning_rate_schedules_read_updates():
     def schedule():
         return keras.optimizers.schedules.PiecewiseConstantDecay([1, 2], [0.3, 0.1, 0.01])
 
+    start = start_of(model)
     expected = reference(model, keras.optimizers.SGD(schedule()), micro)
     optimizer = keras.optimizers.SGD(schedule())
     accumulate(model, gaviz.Accumulator(optimizer, model.trainable_variables, K), micro)
-    assert weight_gap(model, expected) < 1e-6
+    assert_same_weights(model, expected, start, terms=WINDOW_ROWS)
 
 
 def test_two_accumulators_at_once():
@@ -192,6 +197,7 @@ def test_two_accumulators_at_once():
     x, y = data()
     micro = micro_batches(x, y, SIZES)
     first, second = make_mlp(seed=1), make_mlp(seed=2)
+    starts = [start_of(m) for m in (first, second)]
     expected = [reference(m, keras.optimizers.Adam(0.05), micro) for m in (first, second)]
     accs = [gaviz.Accumulator(keras.optimizers.Adam(0.05), m.trainable_variables, K)
             for m in (first, second)]
@@ -207,8 +213,8 @@ def test_two_accumulators_at_once():
         micro_step(xb, yb)
     for acc in accs:
         acc.flush()
-    assert weight_gap(first, expected[0]) < 1e-5
-    assert weight_gap(second, expected[1]) < 1e-5
+    assert_same_weights(first, expected[0], starts[0], terms=WINDOW_ROWS)
+    assert_same_weights(second, expected[1], starts[1], terms=WINDOW_ROWS)
 
 
 def test_a_checkpoint_saved_mid_window_continues_onto_the_same_weights(tmp_path):
@@ -232,7 +238,7 @@ def test_a_checkpoint_saved_mid_window_continues_onto_the_same_weights(tmp_path)
                         accumulator=fresh).restore(path).assert_consumed()
     assert int(fresh.micro_steps_in_window.numpy()) == 1
     accumulate(fresh_model, fresh, micro[4:])
-    assert weight_gap(fresh_model, model) < 1e-6
+    assert_same_weights(fresh_model, model, start.get_weights(), terms=WINDOW_ROWS)
 
 
 def test_an_empty_window_updates_nothing():
@@ -268,6 +274,7 @@ def test_a_train_step_under_model_fit_equals_model_fit_on_the_big_batch():
     x, y = data(rows=44)
     x_val, y_val = data(rows=16, seed=3)
     model = own_step_model()
+    start = start_of(model)
     model.compile(keras.optimizers.Adam(0.05), "mse")
     model.accumulator = gaviz.Accumulator(model.optimizer, model.trainable_variables, K)
     history = model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0,
@@ -279,7 +286,7 @@ def test_a_train_step_under_model_fit_equals_model_fit_on_the_big_batch():
     big.compile(keras.optimizers.Adam(0.05), "mse")
     expected = big.fit(x, y, batch_size=4 * K, epochs=2, shuffle=False, verbose=0,
                        validation_data=(x_val, y_val))
-    assert weight_gap(model, big) < 1e-5
+    assert_same_weights(model, big, start, terms=4 * K)
     # 44 rows: 3 full windows of 12 and a tail of 8, flushed before validation.
     assert int(model.optimizer.iterations.numpy()) == 8
     np.testing.assert_allclose(history.history["val_loss"], expected.history["val_loss"],
@@ -322,6 +329,7 @@ def test_sparse_gradients_are_summed_and_said(optimizer):
     make = {"adam": lambda: keras.optimizers.Adam(0.05),
             "sgd": lambda: keras.optimizers.SGD(0.5, momentum=0.5)}[optimizer]
     model = bag_of_embeddings()
+    start = start_of(model)
     expected = densified_reference(model, make(), micro)
     acc = gaviz.Accumulator(make(), model.trainable_variables, K)
     with warnings.catch_warnings(record=True) as said:
@@ -333,7 +341,7 @@ def test_sparse_gradients_are_summed_and_said(optimizer):
             assert isinstance(grads[0], tf.IndexedSlices)
             acc.step(grads, len(xb))
     warnings_seen = [w for w in said if issubclass(w.category, gaviz.SparseGradientWarning)]
-    assert weight_gap(model, expected) < 1e-5
+    assert_same_weights(model, expected, start, terms=4 * K)
     if optimizer == "adam":
         assert len(warnings_seen) == 1  # once, not once per micro-batch
         text = str(warnings_seen[0].message)
@@ -347,7 +355,8 @@ def test_model_fit_on_the_big_batch_lands_elsewhere_with_adam_only():
     """What the warning is about, measured: Keras applies a sparse gradient's
     occurrences one by one."""
     x, y = token_data()
-    gaps = {}
+    start = start_of(bag_of_embeddings())
+    trained = {}
     for name, make in {"adam": lambda: keras.optimizers.Adam(0.05),
                        "sgd": lambda: keras.optimizers.SGD(0.5)}.items():
         model = bag_of_embeddings()
@@ -355,9 +364,9 @@ def test_model_fit_on_the_big_batch_lands_elsewhere_with_adam_only():
         expected = densified_reference(model, make(), micro)
         model.compile(make(), "mse")
         model.fit(x, y, batch_size=12, shuffle=False, verbose=0)
-        gaps[name] = weight_gap(model, expected)
-    assert gaps["adam"] > 1e-3
-    assert gaps["sgd"] < 1e-5
+        trained[name] = model, expected
+    assert weight_gap(*trained["adam"]) > 1e-3
+    assert_same_weights(*trained["sgd"], start, terms=4 * K)
 
 
 def test_the_one_row_example():
@@ -376,12 +385,13 @@ def test_the_trainer_warns_too_and_equals_the_densified_big_batch():
     x, y = token_data()
     micro = micro_batches(x, y, [4] * 6)
     model = bag_of_embeddings()
+    start = start_of(model)
     expected = densified_reference(model, keras.optimizers.Adam(0.05), micro)
     trainer = gaviz.AccumulationTrainer(model, keras.optimizers.Adam(0.05), "mse",
                                         accumulation_steps=K)
     with pytest.warns(gaviz.SparseGradientWarning, match="embeddings"):
         trainer.fit(x, y, batch_size=4, shuffle=False, verbose=0)
-    assert weight_gap(model, expected) < 1e-5
+    assert_same_weights(model, expected, start, terms=4 * K)
 
 
 # -------------------------------------------------------------------- bad input
