@@ -20,6 +20,7 @@ if __name__ == "__main__":  # the two-replica run, in its own process
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # tests/, for helpers
     _cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(_cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
@@ -27,11 +28,13 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from helpers import assert_same_weights, start_of  # noqa: E402
 
 import gaviz  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 K = 3
+WINDOW_ROWS = 12  # the largest window's rows (SIZES' first, 4 x 3 elsewhere): the terms
 
 
 def data(rows, seed=0):
@@ -148,7 +151,8 @@ OPTIMIZERS = {
 def test_a_variable_without_gradient_in_a_window_is_not_updated(name, run):
     micro = micro_tasks(TASKS, SIZES)
     expected = keras_big_batches(OPTIMIZERS[name], micro)
-    assert gap(run(OPTIMIZERS[name], micro), expected) < 1e-6
+    assert_same_weights(run(OPTIMIZERS[name], micro), expected, Tasks().values(),
+                        terms=WINDOW_ROWS)
 
 
 def test_a_layer_no_loss_reaches_is_not_decayed_in_a_graph():
@@ -157,12 +161,13 @@ def test_a_layer_no_loss_reaches_is_not_decayed_in_a_graph():
     micro = micro_tasks(["a"] * 7, SIZES)
     expected = keras_big_batches(OPTIMIZERS["adamw"], micro)
     model = Tasks()
+    start = model.values()
     acc = gaviz.Accumulator(OPTIMIZERS["adamw"](), model.variables, accumulation_steps=K)
     step = tf.function(lambda x, y: acc.step(gradients(model, "a", x, y), tf.shape(x)[0]))
     for _, x, y in micro:
         step(x, y)
     acc.flush()
-    assert gap(model.values(), expected) < 1e-6
+    assert_same_weights(model.values(), expected, start, terms=WINDOW_ROWS)
     unused = model.unused.kernel.numpy()
     assert np.array_equal(unused, Tasks().unused.kernel.numpy())  # not decayed
 
@@ -323,6 +328,7 @@ def clean_reference(micro_batches):
 @pytest.mark.parametrize("mode", ["eager", "graph", "xla"])
 def test_a_non_finite_window_is_discarded_and_said(mode):
     model, optimizer, acc, step = poisoned_run(mode)
+    start = start_of(model)
     x, y = data(36, seed=2)
     batches = [(x[i:i + 4], y[i:i + 4]) for i in range(0, 36, 4)]
     raised = {"eager": gaviz.NonFiniteUpdate, "graph": tf.errors.InvalidArgumentError}
@@ -341,7 +347,7 @@ def test_a_non_finite_window_is_discarded_and_said(mode):
         with pytest.raises(gaviz.NonFiniteUpdate, match=r"1 window.*XLA.*not finite"):
             acc.flush()
     assert int(optimizer.iterations.numpy()) == 2
-    assert gap(model.get_weights(), clean_reference(batches).get_weights()) < 1e-6
+    assert_same_weights(model, clean_reference(batches), start, terms=WINDOW_ROWS)
 
 
 # ------------------------------------------------------- FlushAtEpochEnd among callbacks
@@ -389,6 +395,7 @@ def test_flush_at_epoch_end_listed_last_still_precedes_what_reads_weights(
         tmp_path, feed, steps_per_execution):
     x, y = data(44)  # 11 micro-batches of 4: 3 windows and a partial one of 2
     model = row_counted()
+    start = start_of(model)
     model.compile(keras.optimizers.Adam(0.05), "mse", steps_per_execution=steps_per_execution)
     model.accumulator = gaviz.Accumulator(model.optimizer, model.trainable_variables, K)
     (args, fit) = FEEDS[feed](x, y)
@@ -398,10 +405,11 @@ def test_flush_at_epoch_end_listed_last_still_precedes_what_reads_weights(
     theirs = watchers(tmp_path / "theirs")
     big = keras_reference_fit(x, y, 4 * K, 3, theirs)
     assert mine[0].best_epoch == theirs[0].best_epoch == 2
-    assert gap(model.get_weights(), big.get_weights()) < 1e-5  # as restored by EarlyStopping
+    assert_same_weights(model, big, start, terms=4 * K)  # as restored by EarlyStopping
     for epoch in (1, 2, 3):
-        assert gap(saved(tmp_path / "mine" / f"e{epoch}.weights.h5", model),
-                   saved(tmp_path / "theirs" / f"e{epoch}.weights.h5", big)) < 1e-5
+        assert_same_weights(saved(tmp_path / "mine" / f"e{epoch}.weights.h5", model),
+                            saved(tmp_path / "theirs" / f"e{epoch}.weights.h5", big),
+                            start, terms=4 * K)
 
 
 UNKNOWN_LENGTH = pytest.mark.filterwarnings("ignore:Your input ran out of data")  # Keras's, epoch 1
@@ -414,6 +422,7 @@ def test_flush_at_epoch_end_learns_an_unknown_length_from_the_first_epoch(tmp_pa
     epochs' at their last batch, learned from the first."""
     x, y = data(44)
     model = row_counted()
+    start = start_of(model)
     model.compile(keras.optimizers.Adam(0.05), "mse")
     model.accumulator = gaviz.Accumulator(model.optimizer, model.trainable_variables, K)
     unknown = tf.data.Dataset.from_tensor_slices((x, y)).batch(4).filter(lambda a, b: True)
@@ -422,10 +431,11 @@ def test_flush_at_epoch_end_learns_an_unknown_length_from_the_first_epoch(tmp_pa
               callbacks=mine + [gaviz.FlushAtEpochEnd(model.accumulator)])
     theirs = watchers(tmp_path / "theirs")
     big = keras_reference_fit(x, y, 4 * K, 3, theirs)
-    gaps = [gap(saved(tmp_path / "mine" / f"e{epoch}.weights.h5", model),
-                saved(tmp_path / "theirs" / f"e{epoch}.weights.h5", big)) for epoch in (1, 2, 3)]
-    assert gaps[0] > 1e-3  # the first epoch, before its partial window (documented)
-    assert gaps[1] < 1e-5 and gaps[2] < 1e-5
+    epochs = [(saved(tmp_path / "mine" / f"e{epoch}.weights.h5", model),
+               saved(tmp_path / "theirs" / f"e{epoch}.weights.h5", big)) for epoch in (1, 2, 3)]
+    assert gap(*epochs[0]) > 1e-3  # the first epoch, before its partial window (documented)
+    for mine, theirs in epochs[1:]:
+        assert_same_weights(mine, theirs, start, terms=4 * K)
 
 
 @UNKNOWN_LENGTH
@@ -473,11 +483,12 @@ def mirrored():
 
 
 def test_mirrored_leaves_out_a_variable_without_gradient(mirrored):
-    assert mirrored["none_gap"] < 1e-5
+    # Each replica sees a micro-batch's 8 rows: a window sums 2 x 8 x K terms.
+    assert_same_weights(*weights_of(mirrored["none"]), terms=2 * 8 * K)
 
 
 def test_mirrored_chooses_among_the_patterns_of_two_tasks(mirrored):
-    assert mirrored["tasks_gap"] < 1e-5
+    assert_same_weights(*weights_of(mirrored["tasks"]), terms=2 * 8 * K)
 
 
 def test_mirrored_discards_a_non_finite_window(mirrored):
@@ -510,9 +521,10 @@ def mirrored_main():
     def step(x, y, scale=1.0, count_scale=1.0):
         return strategy.run(replica_step, args=(x, y, scale, count_scale))
 
+    start = model.values()
     for _, x, y in micro:
         step(x, y)
-    result["none_gap"] = gap(model.values(), expected)
+    result["none"] = as_lists(model.values(), expected, start)
 
     def refused(scale, count_scale):
         before, iterations = model.values(), int(acc.optimizer.iterations.numpy())
@@ -527,7 +539,7 @@ def mirrored_main():
 
     result["non_finite"] = refused(np.nan, 1.0)
     result["zero_total"] = refused(1.0, 0.0)
-    result["tasks_gap"] = mirrored_tasks(strategy)
+    result["tasks"] = mirrored_tasks(strategy)
     print("RESULT " + json.dumps(result))
 
 
@@ -539,6 +551,7 @@ def mirrored_tasks(strategy):
     with strategy.scope():
         model = Tasks()
         acc = gaviz.Accumulator(OPTIMIZERS["adam"](), model.variables, K)
+    start = model.values()
 
     def replica_add(task, x, y):
         with tf.GradientTape() as tape:
@@ -552,7 +565,17 @@ def mirrored_tasks(strategy):
         add[task](x, y)
         if i % K == K - 1:
             apply()
-    return gap(model.values(), expected)
+    return as_lists(model.values(), expected, start)
+
+
+def as_lists(got, expected, start):
+    """Three lists of variables' values as JSON, for ``assert_same_weights`` in the test."""
+    return [[value.tolist() for value in values] for values in (got, expected, start)]
+
+
+def weights_of(case):
+    """``as_lists``' three lists of values back as float32 arrays: got, expected, start."""
+    return [[np.asarray(value, "float32") for value in values] for values in case]
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["mirrored"]:
