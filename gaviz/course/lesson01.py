@@ -30,6 +30,14 @@ def _check_effective_batch_size(effective_batch_size) -> str:
         if got == micro * k and replicas > 1:
             raise Incorrect(f"{call} gave {got}, expected {expected}: each of the {replicas} "
                             "replicas runs its own micro-batches, so multiply by `replicas` too")
+        if got == micro * k // replicas and replicas > 1:
+            raise Incorrect(f"{call} gave {got}, expected {expected}: it divided by `replicas`, "
+                            "but each replica runs its own micro-batches, so the replicas "
+                            "multiply the samples of one update")
+        if got == micro + k + replicas and got != expected:
+            raise Incorrect(f"{call} gave {got}, expected {expected}: it added the three "
+                            "numbers; each of accumulation_steps micro-steps sees a whole "
+                            "micro-batch on each replica, so they multiply")
         if got != expected:
             raise Incorrect(f"{call} gave {got!r}, expected {expected}: one update sees "
                             "micro_batch_size samples in each of accumulation_steps micro-steps, "
@@ -51,6 +59,12 @@ def _check_micro_batch_size_for(micro_batch_size_for) -> str:
         if got == effective // k and replicas > 1:
             raise Incorrect(f"{call} gave {got}, expected {micro}: the {replicas} replicas share "
                             "the effective batch, so divide by `replicas` too")
+        if got == effective // replicas and k > 1:
+            raise Incorrect(f"{call} gave {got}, expected {micro}: the {k} micro-steps share "
+                            "the effective batch too, so divide by `accumulation_steps` too")
+        if got == effective * k * replicas and k * replicas > 1:
+            raise Incorrect(f"{call} gave {got}, expected {micro}: it multiplied; "
+                            "micro_batch_size_for undoes effective_batch_size, so it divides")
         if got != micro:
             raise Incorrect(f"{call} gave {got!r}, expected {micro}")
     for effective, k, replicas in _INDIVISIBLE:
@@ -59,6 +73,10 @@ def _check_micro_batch_size_for(micro_batch_size_for) -> str:
             got = micro_batch_size_for(effective, k, replicas)
         except ValueError:
             continue
+        except Exception as error:  # noqa: BLE001 - the wrong exception: say which
+            raise Incorrect(f"{call} raised {type(error).__name__}; raise ValueError, the error "
+                            "for an argument with the right type and a wrong value (an `assert` "
+                            "disappears under `python -O`)") from error
         raise Incorrect(f"{call} returned {got!r}; it should raise ValueError: "
                         f"{k} × {replicas} = {k * replicas} does not divide {effective}, so no "
                         "micro-batch size gives that effective batch")

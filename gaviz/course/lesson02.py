@@ -55,8 +55,9 @@ def _check_train_step(make_train_step) -> str:
     moved = kernel - new_kernel  # learning_rate × the gradient the step applied
     expected_move = _LEARNING_RATE * kernel_gradient
     if np.allclose(moved, 0.0):
-        raise Incorrect("the weights did not change: apply the gradients with "
-                        "`optimizer.apply_gradients(zip(gradients, model.trainable_variables))`")
+        raise Incorrect("the weights did not change: the step computes the gradients but "
+                        "must also hand them to the optimizer (`optimizer.apply_gradients`, as "
+                        "the lesson's own train_step does)")
     if np.allclose(moved, len(x) * expected_move, rtol=1e-4):
         raise Incorrect(f"the update is {len(x)} times too large, the batch size: it used the "
                         "gradient of the summed loss; a plain step uses the mean loss, "

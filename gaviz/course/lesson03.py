@@ -74,7 +74,7 @@ def _check_accumulate(accumulate) -> str:
 def _check_finish_window(finish_window) -> str:
     accumulators = [tf.Variable([[4.0, -2.0], [6.0, 0.0]]), tf.Variable([2.0, 3.0, 4.0])]
     sums = _values(accumulators)
-    result = finish_window(accumulators, 4)
+    result = finish_window(accumulators, 5)  # not 4, lesson 03's k: no constant passes
     attempted(result)
     if len(result) != len(sums):
         raise Incorrect(f"it returned {len(result)} gradients for {len(sums)} accumulators: "
@@ -83,11 +83,11 @@ def _check_finish_window(finish_window) -> str:
     if _same(got, sums):
         raise Incorrect("the gradients equal the sums: divide each accumulator by "
                         "`sample_count`, the number of samples in the window")
-    if _same(got, [s * 4 for s in sums]):
+    if _same(got, [s * 5 for s in sums]):
         raise Incorrect("the gradients are the sums times sample_count: divide, do not multiply")
-    if not _same(got, [s / 4 for s in sums]):
-        raise Incorrect(f"for the sums {sums[1]} and sample_count 4 it returned {got[1]}; "
-                        f"expected {sums[1] / 4}")
+    if not _same(got, [s / 5 for s in sums]):
+        raise Incorrect(f"for the sums {sums[1]} and sample_count 5 it returned {got[1]}; "
+                        f"expected {sums[1] / 5}")
     if not _same(_values(accumulators), sums):
         raise Incorrect("it changed the accumulators (they now hold "
                         f"{_values(accumulators)[1]}): only return the divided gradients; "

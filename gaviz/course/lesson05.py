@@ -82,6 +82,12 @@ def _check_window_loss(window_loss) -> str:
     if np.isclose(ragged, 1.25):
         raise Incorrect("1.25 is the mean of the micro-batches' means; the window's loss is the "
                         "sum of all losses over the number of samples: (1 + 3 + 6 x 0.5) / 8")
+    if np.isclose(ragged, 7.0):
+        raise Incorrect("7.0 is the window's summed loss (1 + 3 + 6 x 0.5): divide it, once, by "
+                        "the window's total weight")
+    if np.isclose(ragged, 3.5):
+        raise Incorrect("3.5 is the summed loss divided by the number of micro-batches, 2: the "
+                        "window's loss divides by its total weight, here its 8 samples")
     if not np.isclose(ragged, 0.875):
         raise Incorrect(f"ragged, unweighted: expected (1 + 3 + 6 x 0.5) / 8 = 0.875, got {ragged}")
     tokens = window_loss([np.array([[1.0, 2.0, 9.0]]), np.array([[4.0, 9.0, 9.0], [2.0, 6.0, 9.0]])],

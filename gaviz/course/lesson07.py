@@ -20,13 +20,13 @@ _CASES = (
     ((0.1, 256, 64, "sqrt"), 0.05),
     ((3e-4, 512, 512, "sqrt"), 3e-4),
 )
+_ZERO = " (every number must be > 0, not >= 0)"
 _BAD = (
     (dict(rule="cubic"), "an unknown rule='cubic'"),
-    (dict(effective_batch=0), "effective_batch=0"),
-    (dict(base_batch=0), "base_batch=0"),
+    (dict(effective_batch=0), "effective_batch=0" + _ZERO),
+    (dict(base_batch=0), "base_batch=0" + _ZERO),
     (dict(base_lr=-0.1), "base_lr=-0.1"),
-    (dict(base_lr=0.0), "base_lr=0.0 (a rate of 0 trains nothing: every number must be > 0, "
-     "not >= 0)"),
+    (dict(base_lr=0.0), "base_lr=0.0 (a rate of 0 trains nothing)" + _ZERO),
     (dict(effective_batch=-64), "effective_batch=-64"),
 )
 
@@ -74,6 +74,9 @@ def _check_scaled_learning_rate(scaled_learning_rate) -> str:
             got = scaled_learning_rate(**arguments)
         except ValueError:
             continue
+        except Exception as error:  # noqa: BLE001 - the wrong exception: say which
+            raise Incorrect(f"{what} should raise ValueError; it raised {type(error).__name__}: "
+                            "check the arguments before using them") from error
         raise Incorrect(f"{what} should raise ValueError; it returned {got!r}")
     return ("linear and square-root rules both ways, bad input refused: k = 16 at micro-batch 32 "
             f"turns a rate of 0.02 into {scaled_learning_rate(0.02, 32, 512):g} (linear) or "

@@ -118,6 +118,16 @@ def _check_diagnosis(make_window, difference):
         diagnosis = diagnose(windowed_epoch(make_window), accumulation_steps=K)
     if not diagnosis.exact:
         raise Incorrect(f"diagnose finds: {diagnosis.summary()}")
+    _refuse_unused(diagnosis)
+
+
+def _refuse_unused(diagnosis) -> None:
+    """Incorrect when the loop ignores part of the model's loss (its weight penalties)."""
+    if diagnosis.unused:
+        raise Incorrect(f"your loop ignores {', '.join(diagnosis.unused)}: diagnose's probe "
+                        "model has an L2 weight penalty, and its gradient never reaches your "
+                        "updates. A micro-step's loss is what a training step computes, the "
+                        "model's penalties (model.losses) included")
 
 
 window = Exercise(
@@ -210,11 +220,7 @@ def _check_accumulator(accumulator_epoch) -> str:
     if difference > 1e-5 or not diagnosis.exact:
         raise Incorrect(f"after one epoch the weights differ from lesson 03's exact loop's by "
                         f"{difference:.1e}. gaviz.diagnose finds: {diagnosis.summary()}")
-    if diagnosis.unused:
-        raise Incorrect(f"your loop ignores {', '.join(diagnosis.unused)}: diagnose's probe "
-                        "model has an L2 weight penalty, and its gradient never reaches your "
-                        "updates. A micro-step's loss is what a training step computes, the "
-                        "model's penalties (model.losses) included")
+    _refuse_unused(diagnosis)
     return (f"3 updates for 10 micro-batches (the partial window flushed), the weights of lesson "
             f"03's exact loop (to {difference:.0e}), exact on all of diagnose's probes")
 

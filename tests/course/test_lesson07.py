@@ -66,7 +66,8 @@ def test_a_zero_batch_accepted_is_named():
 
     outcome = EXERCISE.evaluate(wrong_error)
     assert outcome.status == "fail"
-    assert "effective_batch=0 should raise ValueError" in outcome.message
+    assert "effective_batch=0 (every number must be > 0, not >= 0) should raise ValueError" in \
+        outcome.message
 
 
 def test_hints_do_not_give_the_answer_away():

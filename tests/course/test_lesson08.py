@@ -10,7 +10,7 @@ import sys
 import tensorflow as tf
 
 import gaviz
-from gaviz.course import lesson08, make_accumulators
+from gaviz.course import lesson08, make_accumulators, penalty_gradients
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lessons"))
 solution = importlib.import_module("solutions.08_graph_trainer")
@@ -36,7 +36,9 @@ def window_maker(graph=True, loop=True, read="optional", flush="any", reset=True
             sample_count.assign_add(tf.cast(tf.shape(x)[0], tf.float32))
 
         def update():
-            optimizer.apply_gradients(zip([a / sample_count for a in accumulators], variables))
+            penalty = penalty_gradients(model)
+            optimizer.apply_gradients(zip([a / sample_count + p for a, p in
+                                           zip(accumulators, penalty)], variables))
             if reset:
                 for accumulator in accumulators:
                     accumulator.assign(tf.zeros_like(accumulator))
@@ -244,9 +246,11 @@ def test_the_accumulator_stub_is_not_attempted():
     assert lesson08.accumulator.evaluate(accumulator_epoch).status == "not attempted"
 
 
-def test_a_loop_without_the_penalty_passes_with_a_note():
+def test_a_loop_without_the_penalty_is_refused():
+    """Issue #49: it passed, with a note that it ignores model.losses; the lesson asks for them."""
     outcome = lesson08.accumulator.evaluate(accumulator_loop())
-    assert outcome.status == "pass" and "ignores model.losses" in outcome.message
+    assert outcome.status == "fail" and "ignores the model's regularization losses" in \
+        outcome.message and "model.losses" in outcome.message
 
 
 def test_a_count_of_one_is_the_mean_of_means():
