@@ -42,7 +42,7 @@ def start_of(model):
     return [np.array(w) for w in model.get_weights()]
 
 
-def assert_same_weights(got, expected, start, terms):
+def assert_same_weights(got, expected, start, terms, names=None):
     """Two trainings from ``start`` are equal by gaviz's one rule (``closeness``):
     each variable within float rounding of how far training moved it.
 
@@ -51,8 +51,10 @@ def assert_same_weights(got, expected, start, terms):
         start: the weights both began from (``start_of(model)`` before training).
         terms: the loss terms summed into one gradient of the big batch (its rows,
             or its tokens for a per-token loss).
+        names: the variables' names for the message (default: ``expected``'s, if a model).
     """
-    names = [v.path for v in expected.weights] if hasattr(expected, "weights") else None
+    if names is None and hasattr(expected, "weights"):
+        names = [v.path for v in expected.weights]
     values = [m.get_weights() if hasattr(m, "get_weights") else m for m in (got, expected)]
     gaps = variable_gaps(values[0], values[1], start, terms, names)
     unequal = [g for g in gaps if not g.equal]
@@ -60,6 +62,32 @@ def assert_same_weights(got, expected, start, terms):
         f"{g.name}: gap {g.gap:.3g} = {g.relative:.3g} of its movement {g.moved:.3g} "
         f"(allowed {g.allowed:.3g})" for g in unequal[:4])
     return gaps
+
+
+def weights_record(got, expected, start):
+    """Two trainings' weights and their start as JSON, for a process that trains
+    (tf.distribute's runs, in processes of their own) to send to the test that
+    judges them with ``assert_same_recorded_weights``.
+
+    Args:
+        got, expected: models, or lists of their weights' values.
+        start: the weights both began from.
+    """
+    models = [m for m in (expected, got) if hasattr(m, "weights")]
+    names = [v.path for v in models[0].weights] if models else None
+    got, expected = (m.get_weights() if hasattr(m, "get_weights") else m for m in (got, expected))
+    record = {key: [np.asarray(value).tolist() for value in values]
+              for key, values in (("got", got), ("expected", expected), ("start", start))}
+    record["dtypes"] = [str(np.asarray(value).dtype) for value in expected]
+    return {**record, "names": names}
+
+
+def assert_same_recorded_weights(record, terms):
+    """``assert_same_weights`` on a ``weights_record`` read back from JSON."""
+    got, expected, start = ([np.asarray(value, dtype) for value, dtype in
+                             zip(record[key], record["dtypes"])]
+                            for key in ("got", "expected", "start"))
+    return assert_same_weights(got, expected, start, terms, names=record["names"])
 
 
 def assert_same_history(got, expected, rtol=1e-5, atol=1e-6):

@@ -28,7 +28,12 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from helpers import assert_same_weights, start_of  # noqa: E402
+from helpers import (  # noqa: E402
+    assert_same_recorded_weights,
+    assert_same_weights,
+    start_of,
+    weights_record,
+)
 
 import gaviz  # noqa: E402
 
@@ -484,11 +489,11 @@ def mirrored():
 
 def test_mirrored_leaves_out_a_variable_without_gradient(mirrored):
     # Each replica sees a micro-batch's 8 rows: a window sums 2 x 8 x K terms.
-    assert_same_weights(*weights_of(mirrored["none"]), terms=2 * 8 * K)
+    assert_same_recorded_weights(mirrored["none"], terms=2 * 8 * K)
 
 
 def test_mirrored_chooses_among_the_patterns_of_two_tasks(mirrored):
-    assert_same_weights(*weights_of(mirrored["tasks"]), terms=2 * 8 * K)
+    assert_same_recorded_weights(mirrored["tasks"], terms=2 * 8 * K)
 
 
 def test_mirrored_discards_a_non_finite_window(mirrored):
@@ -524,7 +529,7 @@ def mirrored_main():
     start = model.values()
     for _, x, y in micro:
         step(x, y)
-    result["none"] = as_lists(model.values(), expected, start)
+    result["none"] = weights_record(model.values(), expected, start)
 
     def refused(scale, count_scale):
         before, iterations = model.values(), int(acc.optimizer.iterations.numpy())
@@ -565,17 +570,7 @@ def mirrored_tasks(strategy):
         add[task](x, y)
         if i % K == K - 1:
             apply()
-    return as_lists(model.values(), expected, start)
-
-
-def as_lists(got, expected, start):
-    """Three lists of variables' values as JSON, for ``assert_same_weights`` in the test."""
-    return [[value.tolist() for value in values] for values in (got, expected, start)]
-
-
-def weights_of(case):
-    """``as_lists``' three lists of values back as float32 arrays: got, expected, start."""
-    return [[np.asarray(value, "float32") for value in values] for values in case]
+    return weights_record(model.values(), expected, start)
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["mirrored"]:
