@@ -19,6 +19,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from helpers import weights_record  # noqa: E402
 from reference import group_windows, micro_batches, train_big_batches  # noqa: E402
 
 import gaviz  # noqa: E402
@@ -53,10 +54,6 @@ def reference(make_optimizer, rows=ROWS):
     return model
 
 
-def gap(a, b):
-    return max(float(np.max(np.abs(u - v))) for u, v in zip(a.get_weights(), b.get_weights()))
-
-
 def distributed(strategy, rows=ROWS):
     x, y = data(rows)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
@@ -71,6 +68,7 @@ def stepped(strategy, rows):
         optimizer = keras.optimizers.Adam(0.05)
         acc = gaviz.Accumulator(optimizer, model.trainable_variables, K)
         loss_fn = keras.losses.MeanSquaredError()  # divides by the replicas itself
+    start = model.get_weights()
 
     def replica_step(x, y):
         with tf.GradientTape() as tape:
@@ -84,7 +82,8 @@ def stepped(strategy, rows):
     said = [bool(strategy.experimental_local_results(train_step(b))[0])
             for b in distributed(strategy, rows)]
     acc.flush()
-    return dict(gap=gap(model, reference(lambda: keras.optimizers.Adam(0.05), rows)),
+    expected = reference(lambda: keras.optimizers.Adam(0.05), rows)
+    return dict(weights=weights_record(model, expected, start),
                 said=said, iterations=int(optimizer.iterations.numpy()),
                 tracing_count=train_step.experimental_get_tracing_count())
 
@@ -106,6 +105,7 @@ def add_then_apply(strategy):
         optimizer = keras.optimizers.SGD(0.1, momentum=0.9)
         acc = gaviz.Accumulator(optimizer, model.trainable_variables, K)
         loss_fn = keras.losses.MeanSquaredError()
+    start = model.get_weights()
 
     def replica_add(x, y):
         with tf.GradientTape() as tape:
@@ -123,7 +123,8 @@ def add_then_apply(strategy):
             apply_step()
     acc.flush()  # eagerly, outside strategy.scope()
     expected = reference(lambda: keras.optimizers.SGD(0.1, momentum=0.9))
-    return dict(gap=gap(model, expected), iterations=int(optimizer.iterations.numpy()))
+    return dict(weights=weights_record(model, expected, start),
+                iterations=int(optimizer.iterations.numpy()))
 
 
 class OwnStep(keras.Model):
@@ -144,6 +145,7 @@ def train_step_under_model_fit(strategy):
         model = OwnStep(*layers())
         model.compile(keras.optimizers.Adam(0.05), "mse")
         model.accumulator = gaviz.Accumulator(model.optimizer, model.trainable_variables, K)
+    start = model.get_weights()
     history = model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=2, shuffle=False, verbose=0,
                         validation_data=(x_val, y_val),
                         callbacks=[gaviz.FlushAtEpochEnd(model.accumulator)])
@@ -151,7 +153,7 @@ def train_step_under_model_fit(strategy):
     big.compile(keras.optimizers.Adam(0.05), "mse")
     expected = big.fit(x, y, batch_size=GLOBAL_BATCH * K, epochs=2, shuffle=False, verbose=0,
                        validation_data=(x_val, y_val))
-    return dict(gap=gap(model, big), iterations=int(model.optimizer.iterations.numpy()),
+    return dict(weights=weights_record(model, big, start), iterations=int(model.optimizer.iterations.numpy()),
                 val_loss=history.history["val_loss"],
                 expected_val_loss=expected.history["val_loss"])
 
@@ -176,6 +178,7 @@ def loss_scale_skips_a_window_one_replica_overflowed(strategy):
         optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(0.05))
         acc = gaviz.Accumulator(optimizer, model.trainable_variables, K)
         loss_fn = keras.losses.MeanSquaredError()
+    start = model.get_weights()
 
     def replica_step(x, y, poison):
         replica = tf.distribute.get_replica_context().replica_id_in_sync_group
@@ -191,12 +194,13 @@ def loss_scale_skips_a_window_one_replica_overflowed(strategy):
     batches = list(distributed(strategy))
     for batch in batches[:K]:
         train_step(batch, tf.constant(False))
-    clean = gap(model, reference_first_window(lambda: keras.optimizers.Adam(0.05)))
+    clean = weights_record(model, reference_first_window(lambda: keras.optimizers.Adam(0.05)),
+                           start)
     scale, before = float(optimizer.dynamic_scale.numpy()), model.get_weights()
     for i, batch in enumerate(batches[K:2 * K - 1] + batches[:1]):
         train_step(batch, tf.constant(i == 1))
     moved = max(float(np.max(np.abs(a - b))) for a, b in zip(model.get_weights(), before))
-    return dict(clean_gap=clean, iterations=int(optimizer.iterations.numpy()),
+    return dict(clean_weights=clean, iterations=int(optimizer.iterations.numpy()),
                 scale_before=scale, scale_after=float(optimizer.dynamic_scale.numpy()),
                 moved=moved, micro_steps_in_window=int(acc.micro_steps_in_window.numpy()))
 

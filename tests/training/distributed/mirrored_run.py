@@ -20,6 +20,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from helpers import weights_record  # noqa: E402
 from reference import group_windows, micro_batches, train_big_batches  # noqa: E402
 
 import gaviz  # noqa: E402
@@ -87,15 +88,14 @@ def main():
             trainer = gaviz.AccumulationTrainer(
                 model, keras.optimizers.Adam(0.01), "mse", K, tail=tail
             )
+        start = model.get_weights()
         ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
         history = trainer.fit(ds, epochs=2)
         expected, ref_losses = reference_weights(x, y, sizes, tail, 2)
         results["cases"].append({
             "samples": samples,
             "tail": tail,
-            "max_weight_difference": max(
-                float(np.max(np.abs(a - b))) for a, b in zip(model.get_weights(), expected)
-            ),
+            "weights": weights_record(model, expected, start),
             "max_loss_difference": float(np.max(np.abs(np.array(history.loss) - ref_losses))),
             "updates": len(history),
             "reference_updates": len(ref_losses),
@@ -110,11 +110,10 @@ def main():
     with strategy.scope():
         model = make_model()
         trainer = gaviz.AccumulationTrainer(model, keras.optimizers.Adam(0.01), "mse", K)
+    start = model.get_weights()
     trainer.fit(x, y, batch_size=8, epochs=2, shuffle=False)
     expected, _ = reference_weights(x, y, [8] * 12 + [5], "flush", 2)
-    results["arrays_max_weight_difference"] = max(
-        float(np.max(np.abs(a - b))) for a, b in zip(model.get_weights(), expected)
-    )
+    results["arrays_weights"] = weights_record(model, expected, start)
     # The gallery is for one device: every pitfall refuses two replicas.
     refusals = {}
     for name, cls in gaviz.PITFALLS.items():

@@ -149,11 +149,13 @@ def main():
     with strategy.scope():
         model = make_model()
         trainer = gaviz.AccumulationTrainer(model, keras.optimizers.Adam(0.01), "mse", K)
+    start = model.get_weights()  # the Accumulator's run's too: make_model() is seeded
     history = trainer.fit(ds, epochs=2)
     outside, in_loop = collective_ops(trainer, iter(strategy.experimental_distribute_dataset(ds)))
     accumulator_weights, (in_update, per_micro_step) = accumulator_loop(strategy, ds)
     with open(out, "w") as handle:
         json.dump({
+            "start": [w.tolist() for w in start],
             "weights": [w.tolist() for w in model.get_weights()],
             "loss": history.loss,
             "effective_batch_sizes": history.effective_batch_size,
