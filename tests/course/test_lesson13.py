@@ -99,6 +99,15 @@ def test_lesson_08s_loop_unchanged_is_named():
     assert "its lines, as in lesson 08" in outcome.message, outcome.message
 
 
+def test_the_lessons_demonstration_gives_away_no_answer_and_no_figure_of_another_problem():
+    """Issue #49: the demonstration, before the exercise, printed the count's code, and "1% of
+    how far the epoch moved them", against the 90% the lesson measures for the same rule."""
+    shown = EXERCISE.demonstrate(lesson13.lesson08_accumulator_epoch(), what="lesson 08's loop")
+    assert shown.status == "demonstration"
+    assert "x != 0" not in shown.message and "reduce_sum" not in shown.message
+    assert "%" not in shown.message and "on the check's 40 lines" in shown.message
+
+
 def test_hints_do_not_give_the_answer_away():
     whole = "\n".join(EXERCISE.hints)
     assert len(EXERCISE.hints) >= 3 and "def token_epoch" not in whole and "flush()" not in \
