@@ -11,6 +11,9 @@ Public API:
     InexactAddedLoss: a loss added with add_loss that no window of
         micro-batches can reproduce exactly, said at run time.
     NonFiniteUpdate: raised when a window's loss or gradient is not finite.
+    Verification, NotExact: what ``trainer.verify`` found (gaviz against
+        Model.fit on your model), and what ``fit(verify=True)`` raises where
+        they differ.
     History, Update: what a run reports, one record per optimizer update.
     Rule, rules: the window's arithmetic as data (for your own variations).
     compare_steps, RunPlan, RunResult: train the demo problem at several
@@ -49,9 +52,11 @@ _PUBLIC = {
     "History": "gaviz.training",
     "InexactAddedLoss": "gaviz.training",
     "NonFiniteUpdate": "gaviz.training",
+    "NotExact": "gaviz.training",
     "Rule": "gaviz.training",
     "SparseGradientWarning": "gaviz.training",
     "Update": "gaviz.training",
+    "Verification": "gaviz.training",
     "batch_dependence": "gaviz.gallery",
     "Comparison": "gaviz.gallery",
     "compare_with_exact": "gaviz.gallery",

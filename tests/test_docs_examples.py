@@ -15,7 +15,7 @@ from readme_examples import Example
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 #: The guide pages whose every Python block is run (KerasHub's where it is installed:
 #: the `hub` extra, which make test installs next to the `tensorflow` distribution).
-PAGES = ["docs/guide/own_loop.md"] + (
+PAGES = ["docs/guide/own_loop.md", "docs/guide/verify.md"] + (
     ["docs/guide/keras_hub.md"] if importlib.util.find_spec("keras_hub") else [])
 BLOCK = re.compile(r"```python\n(.*?)```(?:\s*```text\n(.*?)```)?", re.S)
 #: What TensorFlow's native log writes to stderr (gaviz.quiet keeps warnings and errors).

@@ -47,6 +47,12 @@ def warn_batch_dependent(model, accumulation_steps, stacklevel: int = 3) -> None
     )
 
 
+def seed_state(variable) -> bool:
+    """Whether ``variable`` is a random layer's seed state (a ``SeedGenerator``'s):
+    it moves with each draw, so it is random state, not something trained."""
+    return "seed_generator" in variable.path
+
+
 class StateWatch:
     """Finds layers that update their own non-trainable variables in training
     (a running mean, a counter): once per micro-batch under accumulation, once
@@ -60,7 +66,7 @@ class StateWatch:
         skipped = {id(v) for layer in _keras.flatten_layers(model)
                    if isinstance(layer, BATCH_DEPENDENT) for v in layer.variables}
         self.variables = [v for v in model.non_trainable_variables
-                          if id(v) not in skipped and "seed_generator" not in v.path]
+                          if id(v) not in skipped and not seed_state(v)]
         self.before = [np.array(v.numpy()) for v in self.variables]
 
     def changed(self) -> list[str]:

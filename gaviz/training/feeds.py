@@ -211,6 +211,18 @@ def _micro_batch_size(data: FitData) -> int:
     return check_positive_int("batch_size", 32 if data.batch_size is None else data.batch_size)
 
 
+def batch_size_of(x) -> int | None:
+    """The micro-batch size of a ``tf.data.Dataset`` of micro-batches (its
+    first element's rows where its spec does not say), None for anything else."""
+    if not isinstance(x, tf.data.Dataset):
+        return None
+    size = tf.nest.flatten(x.element_spec)[0].shape[:1].num_elements()
+    if size is None:
+        first = next(iter(x.take(1)), None)
+        size = None if first is None else int(tf.shape(tf.nest.flatten(first)[0])[0])
+    return size
+
+
 def _paired(dataset):
     """``dataset`` with inputs alone (``x`` or ``(x,)``, as Keras unpacks them)
     as ``(x, None)`` micro-batches; ``(x, y)`` and ``(x, y, w)`` as they are."""

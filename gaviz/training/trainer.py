@@ -29,6 +29,7 @@ from gaviz.training import (
     row_means,
     rules,
     validation,
+    verification,
     window_loop,
 )
 from gaviz.training.forward_backward import ForwardBackward, WeightPenalty, unpack
@@ -404,7 +405,8 @@ class AccumulationTrainer(tf.Module):
             on_update: Callable[[Update], None] | Iterable[Callable[[Update], None]] | None = None,
             validation_batch_size: int | None = None, validation_freq: int | list = 1,
             initial_epoch: int = 0, class_weight=None, validation_split: float = 0.0,
-            validation_steps: int | None = None, steps_per_epoch: int | None = None) -> History:
+            validation_steps: int | None = None, steps_per_epoch: int | None = None,
+            verify: bool = False) -> History:
         """Trains for ``epochs`` epochs, one update per window of micro-batches.
 
         Takes ``Model.fit``'s arguments, with ``batch_size`` the size of a
@@ -446,6 +448,9 @@ class AccumulationTrainer(tf.Module):
                 which ``keras.utils.set_random_seed`` seeds); a dataset keeps
                 its own order.
             on_update: callables given each applied :class:`~gaviz.training.history.Update`.
+            verify: first run :meth:`verify` on the data (arrays or a
+                ``tf.data.Dataset``), and train only if gaviz equals Model.fit
+                on this model.
 
         Returns:
             A :class:`~gaviz.training.history.History`: a record per update, and
@@ -454,6 +459,8 @@ class AccumulationTrainer(tf.Module):
         Raises:
             NonFiniteUpdate: a window's loss or gradient is not finite; that
                 update is not applied and its window is discarded.
+            NotExact: with ``verify=True``, gaviz differs from Model.fit on
+                this model (its ``verification`` says where and why).
             TypeError, ValueError: bad data, ``epochs`` or targets.
 
         Whatever is raised, ``on_train_end`` is called first, and the model
@@ -464,6 +471,12 @@ class AccumulationTrainer(tf.Module):
         initial_epoch = checks.check_int_at_least("initial_epoch", initial_epoch, 0)
         updates = checks.check_callbacks(on_update)
         checks.check_backups(callbacks, self._keeps_windows)
+        if verify:
+            found = self.verify(x, y, batch_size, sample_weight, class_weight)
+            if not found.equal:
+                raise verification.NotExact(found)
+            if verbose:
+                print(found.verdict())
         self._follow_compile()
         data = feeds.FitData(x, y, batch_size, shuffle, sample_weight, class_weight,
                              validation_split, validation_data, steps_per_epoch)
@@ -487,6 +500,69 @@ class AccumulationTrainer(tf.Module):
         )
         return fitting.fit(training, feed, range(initial_epoch + 1, epochs + 1), updates,
                            callbacks, verbose, validator, state_watch)
+
+    def verify(self, x, y=None, batch_size: int | None = None, sample_weight=None,
+               class_weight=None, micro_batch_size: int | None = None):
+        """Is the trainer exact on this model? Trains two windows and a partial
+        one with gaviz, and the same rows with Keras's own ``Model.fit`` at the
+        big batch, from the same weights and optimizer state; compares every
+        variable, optimizer variable, the loss and each metric; names the cause
+        of any difference (``gaviz.training.verification``). The model,
+        optimizer, metrics, random states and this trainer's counters are put
+        back afterwards, bit for bit.
+
+        Args:
+            x, y, sample_weight, class_weight: ``fit``'s data: arrays (or dicts,
+                strings for a KerasHub task's preprocessor) or a
+                ``tf.data.Dataset`` of micro-batches, whose first rows are read once.
+            batch_size: the micro-batch the run will use (default: the
+                dataset's, or 32).
+            micro_batch_size: the micro-batch to verify at (default:
+                ``ceil(batch_size / k)``, so that Model.fit's batch of k of them
+                is about one micro-batch of the run and fits where it fits).
+
+        Returns:
+            A :class:`gaviz.Verification`: ``equal``, the
+            gaps, the causes and what to do; shown as a table in a notebook.
+        """
+        k = self.accumulation_steps_for(1)
+        if micro_batch_size is None:
+            run_batch = batch_size or feeds.batch_size_of(x) or 32
+            micro_batch_size = verification.verified_micro_batch_size(run_batch, k)
+        m = checks.check_positive_int("micro_batch_size", micro_batch_size)
+        sample = verification.sample_of(x, y, sample_weight, verification.rows_needed(m, k))
+        model = self.model
+
+        def prepare(rows):
+            self._follow_compile()
+            self._checked_spec = None  # the model's losses checked again, their warnings heard
+            self._prepare(self._feed_of(rows, m, class_weight))
+
+        def gaviz_run(rows):
+            return self.fit(rows.x, rows.y, m, epochs=1, verbose=0, shuffle=False,
+                            sample_weight=rows.sample_weight, class_weight=class_weight).history
+
+        def keras_run(rows):
+            return model.fit(rows.x, rows.y, k * m, epochs=1, verbose=0, shuffle=False,
+                             sample_weight=rows.sample_weight,
+                             class_weight=class_weight).history
+
+        def refresh():  # after a layer's setting changed: both traced anew
+            self.window_loop = self._window_loop()
+            model.train_function = None
+
+        attributes = {model: ("train_function", "history", "stop_training"),
+                      self: ("_checked_spec", "_state_watched", "window_loop"),
+                      self.call_size: ("size", "listening")}
+        return verification.verify(
+            model, self.optimizer, k, m, sample,
+            verification.Runs(prepare, gaviz_run, keras_run, refresh),
+            self.state.variables, attributes)
+
+    def _feed_of(self, rows, micro_batch_size, class_weight):
+        data = feeds.FitData(rows.x, rows.y, micro_batch_size, False, rows.sample_weight,
+                             class_weight, 0.0, None, None)
+        return feeds.make_feed(data, self.model, self.strategy, targets=self._needs_targets)
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  steps=None, callbacks=None, return_dict=False):

@@ -1,0 +1,439 @@
+"""Is the trainer exact on *this* model? ``trainer.verify`` trains a few
+windows with gaviz and the same rows with Keras's own ``Model.fit`` at the
+big batch, from the same weights and optimizer state, and compares them.
+
+What it runs: rows enough for two full windows and a partial one (so a
+reset between windows, the tail, schedules, a moving average and
+``iterations`` all take part), at a *scaled* micro-batch of
+``ceil(b / k)`` rows by default, so that Keras's big batch of ``k`` of them
+is about one micro-batch of the real run: it fits wherever the run fits.
+Both runs train the user's own model and optimizer, one after the other,
+and everything is put back afterwards (weights, optimizer state, metrics,
+random states, the trainer's counters): the user's objects come out as they
+went in, bit for bit, and no copy of the model is made.
+
+What it compares: each variable, and each optimizer variable, by the one
+rule for equal (:mod:`gaviz.training.closeness`: its gap against how far
+training moved it), and the loss and every compiled metric of the epoch.
+
+Where the two differ, probes look for the cause rather than guess it:
+random layers are turned off and both runs made again; the warnings gaviz
+gave during its run (sparse gradients under an optimizer that is not linear
+in them, a loss added with ``add_loss`` that no window can reproduce) are
+read; batch-statistics layers are named. What no probe explains is said to
+be unexplained.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import random
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import tree
+
+from gaviz import _keras
+from gaviz.training import batch_layers, closeness
+from gaviz.training.added_loss import InexactAddedLoss
+from gaviz.training.sparse_gradients import SparseGradientWarning
+
+#: Full windows a verification trains, before its partial one.
+FULL_WINDOWS = 2
+#: How far (relative) the epoch's loss and metrics may be from Model.fit's.
+LOG_TOLERANCE = 1e-4
+#: Layers that draw at random in training, by the attribute that turns them off.
+RANDOM_LAYER_RATES = ("rate", "stddev")
+
+
+class Sample(NamedTuple):
+    """The rows a verification trains on: inputs, targets, sample weights."""
+
+    x: object
+    y: object = None
+    sample_weight: object = None
+
+
+class Cause(NamedTuple):
+    """Why the two runs differ, as a probe found it, and what to do."""
+
+    name: str
+    evidence: str
+    advice: str
+
+
+@dataclass
+class Verification:
+    """What :meth:`AccumulationTrainer.verify` found.
+
+    Attributes:
+        equal: every variable, optimizer variable, the loss and each metric
+            within float rounding of ``Model.fit``'s.
+        accumulation_steps: k.
+        micro_batch_size: the micro-batch it verified at (Keras's batch: k times it).
+        rows: rows trained; ``micro_batches``: the micro-batches they made.
+        weights, optimizer: a ``VariableGap`` per variable, the worst first.
+        logs: per entry of ``history.history``: (gaviz's, Model.fit's) value.
+        causes: why they differ (empty when equal).
+        rounding: the float type whose rounding the gaps were judged by.
+        seconds: how long the verification took.
+    """
+
+    equal: bool
+    accumulation_steps: int
+    micro_batch_size: int
+    rows: int
+    micro_batches: int
+    weights: list
+    optimizer: list
+    logs: dict
+    causes: list = field(default_factory=list)
+    rounding: str = "float32"
+    seconds: float = 0.0
+
+    @property
+    def differing(self) -> list:
+        """The variables (model's, then optimizer's) outside float rounding."""
+        return [g for g in self.weights + self.optimizer if not g.equal]
+
+    @property
+    def gap(self) -> float:
+        """The largest variable gap, as a fraction of how far training moved it."""
+        gaps = [g.relative for g in self.weights]
+        return max(gaps) if gaps else 0.0
+
+    def verdict(self) -> str:
+        k, b = self.accumulation_steps, self.micro_batch_size
+        at = (f"{self.rows} rows, micro-batches of {b} (k={k}) against Model.fit at "
+              f"batch_size={k * b}, in {self.seconds:.1f} s")
+        if self.equal:
+            return (f"Equal: gaviz is Model.fit on this model ({at}); the largest gap is "
+                    f"{self.gap:.2g} of the movement, within {self.rounding}'s rounding.")
+        return f"Different: gaviz is not Model.fit on this model ({at})."
+
+    def __str__(self) -> str:
+        lines = [self.verdict()]
+        for cause in self.causes:
+            lines += [f"  cause: {cause.name}: {cause.evidence}", f"    what to do: {cause.advice}"]
+        rows = self.differing or self.weights[:3]
+        if rows:
+            lines.append("  variable" + " " * 32 + "gap / movement   allowed")
+        for gap in rows[:8]:
+            mark = "" if gap.equal else "  <- differs"
+            lines.append(f"  {gap.name[:38]:<40}{gap.relative:>14.3g}   "
+                         f"{gap.allowed / gap.moved if gap.moved else 0:.3g}{mark}")
+        for name, (ours, theirs) in self.logs.items():
+            lines.append(f"  {name}: gaviz {ours:.6g}, Model.fit {theirs:.6g}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        colour = "#1a7f37" if self.equal else "#cf222e"
+        rows = (self.differing or self.weights)[:12]
+        scale = max([g.relative for g in rows] + [1e-12])
+        body = "".join(
+            f"<tr><td><code>{html.escape(g.name)}</code></td>"
+            f"<td style='text-align:right'>{g.relative:.3g}</td>"
+            f"<td><div style='background:{'#1a7f37' if g.equal else '#cf222e'};height:8px;"
+            f"width:{max(2, int(120 * g.relative / scale))}px'></div></td></tr>"
+            for g in rows)
+        causes = "".join(f"<li><b>{html.escape(c.name)}</b>: {html.escape(c.evidence)}<br>"
+                         f"<i>What to do:</i> {html.escape(c.advice)}</li>" for c in self.causes)
+        return (f"<div style='border-left:4px solid {colour};padding:2px 10px'>"
+                f"<b style='color:{colour}'>{html.escape(self.verdict())}</b>"
+                f"{'<ul>' + causes + '</ul>' if causes else ''}"
+                "<table><tr><th>variable</th><th>gap / movement</th><th></th></tr>"
+                f"{body}</table></div>")
+
+
+class NotExact(RuntimeError):
+    """``fit(verify=True)`` found gaviz different from Model.fit on this model.
+
+    Attributes:
+        verification: the :class:`Verification`, with its causes.
+    """
+
+    def __init__(self, verification: Verification):
+        self.verification = verification
+        super().__init__(f"{verification}\nNothing was trained. Fit with verify=False to "
+                         "train anyway.")
+
+
+# ---------------------------------------------------------------- the rows
+
+def verified_micro_batch_size(batch_size: int, accumulation_steps: int) -> int:
+    """The scaled micro-batch: ``ceil(b / k)``, so Keras's batch is about ``b``."""
+    return max(1, -(-batch_size // accumulation_steps))
+
+
+def rows_needed(micro_batch_size: int, accumulation_steps: int) -> int:
+    """Two full windows and a partial one, its last micro-batch short where it can be."""
+    k, m = accumulation_steps, micro_batch_size
+    micro_batches = FULL_WINDOWS * k + (max(1, k // 2) if k > 1 else 1)
+    return m * (micro_batches - 1) + (m - m // 2)
+
+
+def sample_of(x, y, sample_weight, rows: int) -> Sample:
+    """The first ``rows`` rows of ``fit``'s data, as tensors: arrays sliced, a
+    ``tf.data.Dataset`` of batches unbatched and read once (so both runs see
+    the same rows whatever it shuffles).
+
+    Raises:
+        TypeError: data of another kind (a generator, a PyDataset).
+    """
+    if isinstance(x, tf.data.Dataset):
+        if y is not None or sample_weight is not None:
+            raise ValueError("`y` and `sample_weight` must be None when `x` is a dataset "
+                             "(its elements hold them), as in fit.")
+        rows_read = next(iter(x.unbatch().batch(rows).take(1)), None)
+        if rows_read is None:
+            raise ValueError("`x` is an empty dataset: nothing to verify on.")
+        parts = tuple(rows_read) if isinstance(rows_read, tuple) else (rows_read,)
+        return Sample(*parts)
+    if not _array_like(x):
+        raise TypeError(
+            "`x` must be arrays (numpy, tensors, dicts or lists of them) or a tf.data.Dataset "
+            f"for verify. Received: x of type {type(x).__name__}. Pass a few batches of it as "
+            "arrays.")
+
+    def first(values):
+        return None if values is None else tree.map_structure(lambda a: a[:rows], values)
+
+    return Sample(first(x), first(y), first(sample_weight))
+
+
+def _array_like(x) -> bool:
+    leaves = tree.flatten(x)
+    return bool(leaves) and all(hasattr(leaf, "shape") and hasattr(leaf, "__getitem__")
+                                or isinstance(leaf, (list, tuple)) for leaf in leaves)
+
+
+def count_rows(sample: Sample) -> int:
+    return int(tree.flatten(sample.x)[0].shape[0])
+
+
+def terms_of(sample: Sample, rows: int) -> int:
+    """Loss terms in one gradient of the big batch: its rows times each row's targets."""
+    targets = [t for t in tree.flatten(sample.y) if hasattr(t, "shape")]
+    per_row = max([int(np.prod(t.shape[1:])) for t in targets] + [1])
+    return max(1, rows * per_row)
+
+
+# ------------------------------------------------------- putting it back
+
+class Snapshot:
+    """Values of variables and Python attributes, and the random states, to put back."""
+
+    def __init__(self, variables, attributes: dict):
+        seen, self.variables = set(), []
+        for variable in variables:
+            if id(variable) not in seen:
+                seen.add(id(variable))
+                self.variables.append(variable)
+        self.values = [np.array(v.numpy()) for v in self.variables]
+        self.attributes = {(id(owner), name): (owner, name, getattr(owner, name, _MISSING))
+                           for owner, names in attributes.items() for name in names}
+        self.random = (random.getstate(), np.random.get_state())
+
+    def restore(self) -> None:
+        for variable, value in zip(self.variables, self.values):
+            variable.assign(value)
+        for owner, name, value in self.attributes.values():
+            if value is _MISSING:
+                if hasattr(owner, name):
+                    delattr(owner, name)
+            else:
+                setattr(owner, name, value)
+        random.setstate(self.random[0])
+        np.random.set_state(self.random[1])
+
+
+_MISSING = object()
+
+
+# ------------------------------------------------------------- comparing
+
+def compare(model, optimizer, start: Snapshot, gaviz_run: Callable, keras_run: Callable,
+            terms: int, rounding: str):
+    """Runs gaviz, then Model.fit, from ``start``; returns both end states compared,
+    the warnings gaviz gave, and each run's logs."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        ours_logs = gaviz_run()
+    ours = ([v.numpy() for v in model.variables], [v.numpy() for v in optimizer.variables])
+    start.restore()
+    theirs_logs = keras_run()
+    theirs = ([v.numpy() for v in model.variables], [v.numpy() for v in optimizer.variables])
+    begun = {id(v): value for v, value in zip(start.variables, start.values)}
+
+    def gaps(variables, got, expected):
+        kept = [i for i, v in enumerate(variables) if not batch_layers.seed_state(v)]
+        return closeness.variable_gaps(
+            [got[i] for i in kept], [expected[i] for i in kept],
+            [begun[id(variables[i])] for i in kept], terms,
+            [variables[i].path for i in kept], rounding=rounding)
+
+    weights = gaps(model.variables, ours[0], theirs[0])
+    optimizer_gaps = gaps(optimizer.variables, ours[1], theirs[1])
+    logs = {name: (float(ours_logs[name][-1]), float(theirs_logs[name][-1]))
+            for name in theirs_logs if name in ours_logs}
+    return weights, optimizer_gaps, logs, said
+
+
+def _ours(caught) -> bool:
+    return issubclass(caught.category, (SparseGradientWarning, InexactAddedLoss))
+
+
+def logs_equal(logs: dict) -> bool:
+    return all(math.isclose(ours, theirs, rel_tol=LOG_TOLERANCE, abs_tol=1e-6)
+               for ours, theirs in logs.values())
+
+
+def _random_layer_kinds():
+    """Keras's layers that draw at random in training, with what turns each off."""
+    kinds = [(getattr(keras.layers, name), "rate") for name in (
+        "Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D",
+        "GaussianDropout", "AlphaDropout") if hasattr(keras.layers, name)]
+    return kinds + [(keras.layers.GaussianNoise, "stddev")]
+
+
+def random_layers(model) -> list:
+    """``(layer, attribute)`` for each layer of ``model`` drawing at random in training."""
+    return [(layer, attribute) for layer in _keras.flatten_layers(model)
+            for kind, attribute in _random_layer_kinds()
+            if isinstance(layer, kind) and getattr(layer, attribute, 0)]
+
+
+# ------------------------------------------------------------- verifying
+
+class Runs(NamedTuple):
+    """What a verification runs, each from the state the last one left.
+
+    ``prepare(sample)`` builds what a fit on ``sample`` builds (before the
+    snapshot); ``gaviz(sample)`` and ``keras(sample)`` train one epoch on it and
+    return ``history.history``; ``refresh()`` makes their graph functions anew
+    (after a layer's setting changed).
+    """
+
+    prepare: Callable
+    gaviz: Callable
+    keras: Callable
+    refresh: Callable
+
+
+def verify(model, optimizer, accumulation_steps: int, micro_batch_size: int, sample: Sample,
+           runs: Runs, variables, attributes: dict) -> Verification:
+    """Trains ``sample`` with gaviz and with Model.fit from one state, compares,
+    looks for the cause of any difference, and puts back ``variables``,
+    ``attributes`` and the random states. See the module's docstring."""
+    began = time.perf_counter()
+    with warnings.catch_warnings(record=True) as told:  # the trainer's checks of the model
+        warnings.simplefilter("always")
+        runs.prepare(sample)
+    for caught in told:  # said as fit says them, and kept for the causes
+        warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
+    start = Snapshot([*variables, *model.variables, *optimizer.variables,
+                      *model.metrics_variables], attributes)
+    k, m = accumulation_steps, micro_batch_size
+    rows = count_rows(sample)
+    rounding = rounding_of(model)
+    try:
+        weights, optimizer_gaps, logs, said = compare(
+            model, optimizer, start, lambda: runs.gaviz(sample), lambda: runs.keras(sample),
+            terms_of(sample, min(rows, k * m)), rounding)
+        equal = not any(not g.equal for g in weights + optimizer_gaps) and logs_equal(logs)
+        causes = [] if equal else causes_of(model, k, told + said, lambda: compare(
+            model, optimizer, start, lambda: runs.gaviz(sample), lambda: runs.keras(sample),
+            terms_of(sample, min(rows, k * m)), rounding), start, runs)
+    finally:
+        start.restore()
+    return Verification(equal, k, m, rows, -(-rows // m), weights, optimizer_gaps, logs, causes,
+                        rounding, time.perf_counter() - began)
+
+
+def rounding_of(model) -> str:
+    """The float type a model computes in (mixed precision: float16 or bfloat16)."""
+    compute = getattr(getattr(model, "dtype_policy", None), "compute_dtype", "float32")
+    return compute if compute in ("float16", "bfloat16") else "float32"
+
+
+def causes_of(model, k: int, said: list, again: Callable, start: Snapshot,
+              runs: Runs) -> list:
+    """Why gaviz and Model.fit differ: what gaviz said during its run, the
+    model's batch-statistics layers, and a run with random layers off."""
+    causes = [Cause(_kind(w.category), str(w.message).split(". ")[0] + ".", _ADVICE[w.category])
+              for w in _unique([w for w in said if _ours(w)])]
+    names = batch_layers.batch_dependent_layers(model)
+    if names and k > 1:
+        causes.append(Cause(
+            "batch statistics",
+            f"{', '.join(names)} normalize each micro-batch with its own mean and variance, "
+            "not the big batch's.",
+            "LayerNormalization or GroupNormalization accumulate exactly; a larger "
+            "micro-batch narrows the gap; gaviz.batch_dependence measures it."))
+    layers = random_layers(model)
+    if layers:
+        causes.append(_without_randomness(layers, again, start, runs))
+    if not causes:
+        causes.append(Cause(
+            "unexplained", "no probe explains the difference (no random or batch-statistics "
+            "layer, no warning from gaviz).",
+            "This is a bug of gaviz's or a case it does not know: please report it with this "
+            "output. Until then, train this model with Model.fit, or with k=1."))
+    return causes
+
+
+def _without_randomness(layers, again: Callable, start: Snapshot, runs: Runs) -> Cause:
+    """Both runs again with every random layer off: equal then, they explain it."""
+    names = ", ".join(sorted({layer.name for layer, _ in layers}))
+    saved = [(layer, attribute, getattr(layer, attribute)) for layer, attribute in layers]
+    try:
+        for layer, attribute, _ in saved:
+            setattr(layer, attribute, 0)
+        start.restore()
+        runs.refresh()  # after the restore, which puts back the graph functions
+        weights, optimizer_gaps, logs, _ = again()
+    finally:
+        for layer, attribute, value in saved:
+            setattr(layer, attribute, value)
+    if all(g.equal for g in weights + optimizer_gaps) and logs_equal(logs):
+        return Cause("random layers",
+                     f"with {names} off the two runs are equal (largest gap "
+                     f"{max([g.relative for g in weights] + [0.0]):.2g} of the movement).",
+                     "They draw other masks for each micro-batch than for the big batch: the "
+                     "update equals Model.fit's only statistically. Nothing to fix.")
+    return Cause("random layers", f"{names} draw at random; with them off the runs still "
+                 "differ, so they are not the whole cause.",
+                 "Look at the variables named below, and at the other causes.")
+
+
+def _unique(said: list) -> list:
+    seen, unique = set(), []
+    for caught in said:
+        if caught.category not in seen:
+            seen.add(caught.category)
+            unique.append(caught)
+    return unique
+
+
+def _kind(category) -> str:
+    return {SparseGradientWarning: "sparse gradients",
+            InexactAddedLoss: "a loss added with add_loss"}[category]
+
+
+_ADVICE = {
+    SparseGradientWarning: (
+        "Model.fit updates only an Embedding's rows of the batch, each once, where the exact "
+        "window applies the window's dense gradient: under an optimizer that is not linear in "
+        "the gradient they differ. Equal under SGD; the guide's 'Sparse gradients' says more."),
+    InexactAddedLoss: (
+        "The added loss is a statistic of the whole batch, which no window of micro-batches "
+        "reproduces: train with k=1, or add it as a mean over rows."),
+}

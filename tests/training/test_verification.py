@@ -1,0 +1,205 @@
+"""trainer.verify: gaviz's first windows against Keras's own Model.fit at the big
+batch, on the user's model and rows. Equal where the trainer is exact, a named
+cause where it is not, "different" for gaviz's own defects (the gallery's broken
+trainers as mutants), and every object of the user's put back bit for bit."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from helpers import make_mlp
+from test_added_loss import Router, sequence_model
+from test_added_loss import data as sequences
+
+import gaviz
+from gaviz.training import verification
+
+K, B = 4, 16  # verified at micro-batches of ceil(16 / 4) = 4, Model.fit at 16
+
+
+@pytest.fixture
+def rows():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(120, 5)).astype("float32")
+    return x, (np.sin(x[:, :1]) + 0.1 * rng.normal(size=(120, 1))).astype("float32")
+
+
+def mlp(*extra, optimizer=None, seed=1):
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(8, activation="tanh"),
+                              *extra, keras.layers.Dense(1)])
+    model.compile(optimizer or keras.optimizers.Adam(0.01), loss="mse", metrics=["mae"])
+    return model
+
+
+def state_of(trainer):
+    model = trainer.model
+    variables = [*model.variables, *model.optimizer.variables, *model.metrics_variables,
+                 *trainer.state.variables]
+    return [np.array(v.numpy()) for v in variables]
+
+
+def test_the_scaled_micro_batch_and_the_rows_cover_two_windows_and_a_ragged_tail():
+    assert verification.verified_micro_batch_size(16, 4) == 4
+    assert verification.verified_micro_batch_size(10, 4) == 3  # Model.fit's batch 12
+    assert verification.rows_needed(4, 4) == 4 * 9 + 2  # 2 x 4 + 2 micro-batches, last of 2
+    assert verification.rows_needed(3, 1) == 3 * 2 + 2
+
+
+@pytest.mark.parametrize("feed", ["arrays", "dataset"])
+def test_equal_on_an_exact_model_and_everything_put_back_bit_for_bit(rows, feed):
+    x, y = rows
+    trainer = gaviz.AccumulationTrainer(mlp(), accumulation_steps=K)
+    trainer.fit(x[:32], y[:32], batch_size=B, verbose=0)  # a trainer that has trained
+    before, random_state = state_of(trainer), np.random.get_state()
+    data = (x, y) if feed == "arrays" else (
+        tf.data.Dataset.from_tensor_slices((x, y)).shuffle(120, seed=0).batch(B), None)
+    result = trainer.verify(*data, batch_size=B if feed == "arrays" else None)
+    assert result.equal, result
+    assert (result.micro_batch_size, result.accumulation_steps, result.rows) == (4, K, 38)
+    assert result.micro_batches == 10 and not result.causes
+    assert result.gap < 1e-4 and "Equal: gaviz is Model.fit on this model" in str(result)
+    assert {"loss", "mae"} <= set(result.logs)
+    after = state_of(trainer)
+    assert all(np.array_equal(a, b) for a, b in zip(before, after))
+    assert all(np.array_equal(a, b) for a, b in zip(random_state[1:2], np.random.get_state()[1:2]))
+
+
+def test_sample_and_class_weights_are_verified_as_fit_takes_them(rows):
+    x, y = rows
+    weights = np.random.default_rng(1).uniform(0.1, 2.0, len(x)).astype("float32")
+    trainer = gaviz.AccumulationTrainer(mlp(), accumulation_steps=K)
+    assert trainer.verify(x, y, batch_size=B, sample_weight=weights).equal
+    keras.utils.set_random_seed(2)
+    classifier = keras.Sequential([keras.Input((5,)), keras.layers.Dense(3)])
+    classifier.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True), metrics=["accuracy"])
+    labels = (x[:, 0] > 0).astype("int32") + (x[:, 1] > 1).astype("int32")
+    result = gaviz.AccumulationTrainer(classifier, accumulation_steps=3).verify(
+        x, labels, batch_size=9, class_weight={0: 1.0, 1: 3.0, 2: 0.5})
+    assert result.equal, result
+
+
+#: The gallery's broken trainers as mutants of gaviz, with what each needs, and a
+#: variable its defect must show in (the moving average lives in the optimizer).
+MUTANTS = {
+    "missing_reset": ({}, "dense"),
+    "dropped_tail": ({}, "dense"),
+    "mean_of_means": ({}, "dense"),
+    "update_every_micro_step": ({}, "dense"),
+    "under_scaled_tail": ({}, "dense"),
+    "schedule_per_micro_step": (dict(optimizer=keras.optimizers.SGD(
+        keras.optimizers.schedules.ExponentialDecay(0.1, 1, 0.5))), "dense"),
+    "ema_per_micro_step": (dict(optimizer=keras.optimizers.SGD(
+        0.1, use_ema=True, ema_momentum=0.5)), "average"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_each_defect_of_gaviz_is_found_different_with_its_variables_named(rows, name):
+    settings, shows_in = MUTANTS[name]
+    optimizer = settings.get("optimizer")
+    model = mlp(optimizer=None if optimizer is None else type(optimizer).from_config(
+        optimizer.get_config()))
+    result = gaviz.PITFALLS[name](model, model.optimizer, accumulation_steps=K).verify(
+        *rows, batch_size=B)
+    assert not result.equal, result
+    assert any(shows_in in gap.name for gap in result.differing), result
+    assert "Different: gaviz is not Model.fit" in str(result)
+
+
+def test_dropout_is_found_by_a_run_with_it_off(rows):
+    result = gaviz.AccumulationTrainer(mlp(keras.layers.Dropout(0.3, name="drop")),
+                                       accumulation_steps=K).verify(*rows, batch_size=B)
+    assert not result.equal
+    (cause,) = result.causes
+    assert cause.name == "random layers" and "with drop off the two runs are equal" in cause.evidence
+    assert "only statistically" in cause.advice
+
+
+def test_batch_statistics_are_named(rows):
+    with pytest.warns(UserWarning, match="BatchNormalization"):
+        trainer = gaviz.AccumulationTrainer(mlp(keras.layers.BatchNormalization(name="norm")),
+                                            accumulation_steps=K)
+    result = trainer.verify(*rows, batch_size=B)
+    assert [c.name for c in result.causes] == ["batch statistics"]
+    assert "norm normalize each micro-batch" in result.causes[0].evidence
+
+
+def test_sparse_gradients_under_adam_are_named():
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential([keras.Input((4,), dtype="int32"), keras.layers.Embedding(20, 3),
+                              keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(0.05), loss="mse")
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 20, (60, 4)).astype("int32"), rng.normal(size=(60, 1)).astype("float32")
+    result = gaviz.AccumulationTrainer(model, accumulation_steps=3).verify(x, y, batch_size=6)
+    assert not result.equal and result.causes[0].name == "sparse gradients", result
+    assert any("embedding" in gap.name for gap in result.differing)
+
+
+def test_a_router_loss_over_a_window_is_named():
+    x, y = sequences()
+    with pytest.warns(gaviz.InexactAddedLoss):
+        result = gaviz.AccumulationTrainer(sequence_model(lambda: Router(name="router")),
+                                           accumulation_steps=3).verify(x, y, batch_size=6)
+    assert not result.equal
+    assert [c.name for c in result.causes] == ["a loss added with add_loss"], result
+
+
+def test_an_unexplained_difference_is_said_to_be_unexplained(rows):
+    result = gaviz.PITFALLS["missing_reset"](mlp(), accumulation_steps=K).verify(
+        *rows, batch_size=B)
+    assert [c.name for c in result.causes] == ["unexplained"]
+    assert "please report it" in result.causes[0].advice
+
+
+def test_fit_with_verify_trains_as_fit_does_when_equal(rows, capsys):
+    x, y = rows
+    verified, plain = mlp(), mlp()
+    gaviz.AccumulationTrainer(verified, accumulation_steps=K).fit(
+        x, y, batch_size=B, epochs=2, shuffle=False, verify=True)
+    assert "Equal: gaviz is Model.fit on this model" in capsys.readouterr().out
+    gaviz.AccumulationTrainer(plain, accumulation_steps=K).fit(
+        x, y, batch_size=B, epochs=2, shuffle=False, verbose=0)
+    assert all(np.array_equal(a, b) for a, b in zip(verified.get_weights(), plain.get_weights()))
+
+
+def test_fit_with_verify_trains_nothing_where_gaviz_differs(rows):
+    model = mlp(keras.layers.Dropout(0.5))
+    before = [np.array(w) for w in model.get_weights()]
+    with pytest.raises(gaviz.NotExact, match="(?s)Different.*random layers.*verify=False") as raised:
+        gaviz.AccumulationTrainer(model, accumulation_steps=K).fit(*rows, batch_size=B,
+                                                                   verify=True, verbose=0)
+    assert not raised.value.verification.equal
+    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), before))
+
+
+def test_xla_and_mixed_precision_are_verified_within_their_rounding(rows):
+    assert gaviz.AccumulationTrainer(mlp(), accumulation_steps=K, jit_compile=True).verify(
+        *rows, batch_size=B).equal
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        result = gaviz.AccumulationTrainer(mlp(optimizer=keras.optimizers.SGD(0.05)),
+                                           accumulation_steps=K).verify(*rows, batch_size=B)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert result.equal and result.rounding == "float16", result
+    assert "within float16's rounding" in result.verdict()
+
+
+def test_the_result_is_a_table_in_a_notebook_and_text_in_a_terminal(rows):
+    result = gaviz.AccumulationTrainer(mlp(keras.layers.Dropout(0.3)), accumulation_steps=K
+                                       ).verify(*rows, batch_size=B)
+    page = result._repr_html_()
+    assert "<table>" in page and "random layers" in page and "width:" in page
+    assert "<- differs" in str(result) and "what to do:" in str(result)
+
+
+def test_data_it_cannot_read_twice_is_refused_by_name(rows):
+    trainer = gaviz.AccumulationTrainer(mlp(), accumulation_steps=K)
+    with pytest.raises(TypeError, match="`x` must be arrays .* or a tf.data.Dataset for verify"):
+        trainer.verify(iter([rows]), batch_size=B)
+    with pytest.raises(ValueError, match="`micro_batch_size` must be"):
+        trainer.verify(*rows, micro_batch_size=0)
+    assert make_mlp  # the suite's MLP helper stays the one other tests build on
