@@ -158,9 +158,9 @@ def _check_token_epoch(token_epoch) -> str:
                 f"weights of the big batch divided by its real tokens, to {difference:.0e}")
     fault, distance = _nearest_fault(model)
     if distance < 0.1 * difference:
-        raise Incorrect(f"{fault.message} (on the check's {LINES} lines, one epoch of plain SGD, "
-                        f"the weights end {difference:.1e} from the big batch's, where an exact "
-                        f"loop ends within float32 rounding, {TOLERANCE:.0e})")
+        raise Incorrect(f"{fault.message}. On the check's {LINES} lines, one epoch of plain "
+                        f"SGD, the weights end {difference:.1e} from the big batch's; an exact "
+                        f"loop ends within float32 rounding ({TOLERANCE:.0e})")
     raise Incorrect(f"after one epoch the weights differ from the big batch's by "
                     f"{difference:.1e}, and match none of the usual faults: step each "
                     "micro-batch with the gradient of Keras's loss, a mean over its real "
