@@ -105,7 +105,7 @@ def test_the_lessons_demonstration_gives_away_no_answer_and_no_figure_of_another
     shown = EXERCISE.demonstrate(lesson13.lesson08_accumulator_epoch(), what="lesson 08's loop")
     assert shown.status == "demonstration"
     assert "x != 0" not in shown.message and "reduce_sum" not in shown.message
-    assert "%" not in shown.message and "on the check's 40 lines" in shown.message
+    assert "%" not in shown.message and "On the check's 40 lines" in shown.message
 
 
 def test_hints_do_not_give_the_answer_away():
