@@ -32,8 +32,12 @@ from gaviz.gallery.diagnosis import FIXES, diagnose
 
 K = 4
 MICRO_BATCH_SIZE = 8
-SAMPLES = 9 * MICRO_BATCH_SIZE + 3  # 10 micro-batches, the last one ragged: windows of 4, 4, 2
-EXPECTED_COUNTS = [4, 4, 2, 0]  # and then an empty call: the data has run out
+#: 9 micro-batches, the last one ragged (3 rows): windows of 4, 4 and a tail of one micro-batch,
+#: which a window that updates only when it read more than one would drop (diagnose's own
+#: partial windows hold 2).
+SAMPLES = 8 * MICRO_BATCH_SIZE + 3
+MICRO_BATCHES = 9
+EXPECTED_COUNTS = [4, 4, 1, 0]  # and then an empty call: the data has run out
 
 
 def _problem():
@@ -68,6 +72,8 @@ def _check_window(make_window) -> str:
     reference, reference_optimizer = _fresh()
     accumulation_epoch(reference, reference_optimizer, loss, micro_batches, K)
     difference = max_difference(model, reference)
+    if difference > 1e-5:
+        _check_tail(model, micro_batches, loss, optimizer)
     # Counted before diagnose, which calls make_window again.
     traces = window.experimental_get_tracing_count()
     _check_diagnosis(make_window, difference)
@@ -99,10 +105,21 @@ def _window_counts(window, iterator) -> list:
                         "inside the tf.function (for _ in tf.range(accumulation_steps)), so "
                         "that one call is one window")
     if counts != EXPECTED_COUNTS:
-        raise Incorrect(f"for 10 micro-batches and accumulation_steps={K}, four calls returned "
-                        f"{counts}, expected {EXPECTED_COUNTS} (two full windows, the partial "
+        raise Incorrect(f"for {MICRO_BATCHES} micro-batches and accumulation_steps={K}, four calls "
+                        f"returned {counts}, expected {EXPECTED_COUNTS} (two full windows, the partial "
                         "one, then nothing left)")
     return counts
+
+
+def _check_tail(model, micro_batches, loss, optimizer) -> None:
+    """Incorrect when the learner's weights are the exact loop's without the tail of one
+    micro-batch: a window that read only one was never applied."""
+    without, without_optimizer = _fresh()
+    accumulation_epoch(without, without_optimizer, loss, micro_batches.take(2 * K), K)
+    if max_difference(model, without) <= 1e-5 and int(optimizer.iterations) == 2:
+        raise Incorrect(f"2 updates for {MICRO_BATCHES} micro-batches and accumulation_steps="
+                        f"{K}: the last window read 1 micro-batch and was not applied. A tail "
+                        "of one micro-batch is still a window: whatever a window read is applied")
 
 
 def _check_diagnosis(make_window, difference):
@@ -164,27 +181,27 @@ def _run(accumulator_epoch, micro_batches, loss):
 
 
 def _check_updates(updates) -> None:
-    """Incorrect unless one epoch of the 10 micro-batches made 3 updates (4 + 4 + 2)."""
+    """Incorrect unless one epoch of the 9 micro-batches made 3 updates (4 + 4 + 1)."""
     if updates == 0:
         raise Incorrect("no update was applied: make a gaviz.Accumulator(optimizer, "
                         "model.trainable_variables, accumulation_steps) before the loop and call "
                         "its step(gradients, count) for every micro-batch")
     if updates == 2:
-        raise Incorrect("2 updates for 10 micro-batches with accumulation_steps=4: the partial "
-                        "window (the last 2 micro-batches) was never applied. Call "
+        raise Incorrect("2 updates for 9 micro-batches with accumulation_steps=4: the partial "
+                        "window (the last micro-batch) was never applied. Call "
                         "accumulator.flush() after the loop")
-    if updates == 10:
-        raise Incorrect("10 updates, one per micro-batch: give the gradients to the "
+    if updates == MICRO_BATCHES:
+        raise Incorrect("9 updates, one per micro-batch: give the gradients to the "
                         "Accumulator's step (not to optimizer.apply_gradients), made with "
                         "accumulation_steps; it applies once the window holds that many")
     if updates == 1:
-        raise Incorrect("1 update for 10 micro-batches with accumulation_steps=4: only the flush "
+        raise Incorrect("1 update for 9 micro-batches with accumulation_steps=4: only the flush "
                         "at the end applied anything. `add` only adds a micro-batch, it never "
                         "applies (`step` adds, then applies once the window holds k), and an "
                         "Accumulator made anew for each micro-batch never holds k: make one "
                         "before the loop and give every micro-batch to its step")
     if updates != 3:
-        raise Incorrect(f"{updates} updates for 10 micro-batches with accumulation_steps=4: "
+        raise Incorrect(f"{updates} updates for 9 micro-batches with accumulation_steps=4: "
                         "expected 3, two full windows and the partial one")
 
 
@@ -221,7 +238,7 @@ def _check_accumulator(accumulator_epoch) -> str:
         raise Incorrect(f"after one epoch the weights differ from lesson 03's exact loop's by "
                         f"{difference:.1e}. gaviz.diagnose finds: {diagnosis.summary()}")
     _refuse_unused(diagnosis)
-    return (f"3 updates for 10 micro-batches (the partial window flushed), the weights of lesson "
+    return (f"3 updates for 9 micro-batches (the partial window of one flushed), the weights of lesson "
             f"03's exact loop (to {difference:.0e}), exact on all of diagnose's probes")
 
 

@@ -740,7 +740,8 @@ def window_maker(graph=True, loop=True, read="optional", flush="any", reset=True
                     tf.cond(batch.has_value(), lambda: micro_step(*batch.get_value()),  # noqa: B023
                             lambda: None)
                     consumed += tf.cast(batch.has_value(), tf.int32)
-            due = consumed > 0 if flush == "any" else consumed == accumulation_steps
+            due = {"any": consumed > 0, "full": consumed == accumulation_steps,
+                   "more_than_one": consumed > 1}[flush]
             tf.cond(due, update, lambda: None)
             return {"read": consumed, "k": accumulation_steps, "none": None}[returns]
 
@@ -755,9 +756,11 @@ for _label, _change, _words, _heavy in [
         ("variables_every_call", dict(variables_per_call=True), ("creates tf.Variables",), False),
         ("cond_branches_differ", dict(branches=False), ("two branches of a tf.cond",
                                                         "line "), False),
-        ("returns_k", dict(returns="k"), ("expected [4, 4, 2, 0]",), False),
+        ("returns_k", dict(returns="k"), ("expected [4, 4, 1, 0]",), False),
         ("returns_nothing", dict(returns="none"), ("return how many micro-batches",), False),
-        ("partial_window_dropped", dict(flush="full"), ("dropped_tail",), True),
+        ("partial_window_dropped", dict(flush="full"), ("was not applied",), True),
+        ("a_tail_of_one_dropped", dict(flush="more_than_one"), ("read 1 micro-batch and was not "
+                                                                "applied",), True),
         ("never_reset", dict(reset=False), ("missing_reset",), True),
         ("penalty_forgotten", dict(penalty=False), ("ignores", "model.losses"), True)]:
     WRONG.setdefault(WIN.name, []).append(Wrong(_label, (window_maker(**_change),), _words,
