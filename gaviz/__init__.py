@@ -11,9 +11,9 @@ Public API:
     InexactAddedLoss: a loss added with add_loss that no window of
         micro-batches can reproduce exactly, said at run time.
     NonFiniteUpdate: raised when a window's loss or gradient is not finite.
-    Verification, NotExact: what ``trainer.verify`` found (gaviz against
-        Model.fit on your model), and what ``fit(verify=True)`` raises where
-        they differ.
+    Verification, NotExact, verify_loop: what ``trainer.verify`` found (gaviz
+        against Model.fit on your model), what ``fit(verify=True)`` raises
+        where they differ, and the same check of your own accumulation loop.
     History, Update: what a run reports, one record per optimizer update.
     Rule, rules: the window's arithmetic as data (for your own variations).
     compare_steps, RunPlan, RunResult: train the demo problem at several
@@ -57,6 +57,7 @@ _PUBLIC = {
     "SparseGradientWarning": "gaviz.training",
     "Update": "gaviz.training",
     "Verification": "gaviz.training",
+    "verify_loop": "gaviz.training",
     "batch_dependence": "gaviz.gallery",
     "Comparison": "gaviz.gallery",
     "compare_with_exact": "gaviz.gallery",

@@ -20,8 +20,8 @@ from gaviz.training.row_losses import CoupledLoss
 from gaviz.training.rules import EXACT, Rule
 from gaviz.training.sparse_gradients import SparseGradientWarning
 from gaviz.training.trainer import AccumulationTrainer
-from gaviz.training.verification import NotExact, Verification
+from gaviz.training.verification import NotExact, Verification, verify_loop
 
 __all__ = ["AccumulationTrainer", "Accumulator", "CoupledLoss", "EXACT", "FlushAtEpochEnd", "History",
            "InexactAddedLoss", "NonFiniteUpdate", "NotExact", "Rule", "SparseGradientWarning",
-           "Update", "Verification"]
+           "Update", "Verification", "verify_loop"]

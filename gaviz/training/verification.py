@@ -40,7 +40,7 @@ import tensorflow as tf
 from keras import tree
 
 from gaviz import _keras
-from gaviz.training import batch_layers, closeness
+from gaviz.training import batch_layers, checks, closeness, feeds
 from gaviz.training.added_loss import InexactAddedLoss
 from gaviz.training.sparse_gradients import SparseGradientWarning
 
@@ -319,7 +319,7 @@ class Runs(NamedTuple):
     ``prepare(sample)`` builds what a fit on ``sample`` builds (before the
     snapshot); ``gaviz(sample)`` and ``keras(sample)`` train one epoch on it and
     return ``history.history``; ``refresh()`` makes their graph functions anew
-    (after a layer's setting changed).
+    (after a layer's setting changed), or is None where they are not ours.
     """
 
     prepare: Callable
@@ -379,7 +379,13 @@ def causes_of(model, k: int, said: list, again: Callable, start: Snapshot,
             "LayerNormalization or GroupNormalization accumulate exactly; a larger "
             "micro-batch narrows the gap; gaviz.batch_dependence measures it."))
     layers = random_layers(model)
-    if layers:
+    if layers and runs.refresh is None:  # another's graph functions: not traced anew here
+        causes.append(Cause(
+            "random layers", f"{', '.join(sorted({layer.name for layer, _ in layers}))} draw "
+            "at random in training: micro-batches draw other masks than the big batch.",
+            "Verify again with their rate at 0, set before your loop's functions are traced, "
+            "to see whether they are the whole cause."))
+    elif layers:
         causes.append(_without_randomness(layers, again, start, runs))
     if not causes:
         causes.append(Cause(
@@ -437,3 +443,58 @@ _ADVICE = {
         "The added loss is a statistic of the whole batch, which no window of micro-batches "
         "reproduces: train with k=1, or add it as a mean over rows."),
 }
+
+
+# ------------------------------------------------------------ an own loop
+
+def verify_loop(train_epoch: Callable, model, x, y=None, accumulation_steps: int = 1,
+                batch_size: int | None = None, sample_weight=None,
+                micro_batch_size: int | None = None, optimizer=None) -> Verification:
+    """Is your own accumulation loop exact? Runs it for two windows and a partial
+    one, and the same loop at ``accumulation_steps=1`` on the big batch (plain
+    training), from the same weights and optimizer state, and compares them as
+    ``trainer.verify`` does; then puts the model and optimizer back.
+
+    The contract: ``train_epoch(micro_batches, accumulation_steps)`` trains
+    ``model`` (with ``optimizer``) for one pass over ``micro_batches``, a
+    ``tf.data.Dataset`` of ``(x, y)`` or ``(x, y, sample_weight)``, updating once
+    per window of ``accumulation_steps`` of them and applying the partial window
+    at the end (a :class:`gaviz.Accumulator` made for that ``accumulation_steps``,
+    ``step`` per micro-batch, ``flush`` at the end). With
+    ``accumulation_steps=1`` it must be a plain training step per batch: that
+    is the reference. It may return nothing.
+
+    Args:
+        train_epoch: as above.
+        model: the ``keras.Model`` it trains (built, or built on the first rows).
+        x, y, sample_weight: arrays or a ``tf.data.Dataset`` of batches, as ``verify``.
+        accumulation_steps: k of the loop to verify.
+        batch_size, micro_batch_size: as ``AccumulationTrainer.verify``.
+        optimizer: the optimizer it steps (default: ``model.optimizer``).
+
+    Returns:
+        A :class:`Verification` (its ``logs`` are empty: the loop reports none).
+    """
+    k = checks.check_positive_int("accumulation_steps", accumulation_steps)
+    if micro_batch_size is None:
+        run_batch = batch_size or feeds.batch_size_of(x) or 32
+        micro_batch_size = verified_micro_batch_size(run_batch, k)
+    m = checks.check_positive_int("micro_batch_size", micro_batch_size)
+    optimizer = optimizer if optimizer is not None else model.optimizer
+    if optimizer is None:
+        raise ValueError("`optimizer` must be given, or `model` compiled with one.")
+    sample = sample_of(x, y, sample_weight, rows_needed(m, k))
+
+    def batches(size):
+        return tf.data.Dataset.from_tensor_slices(
+            tuple(part for part in sample if part is not None)).batch(size)
+
+    def prepare(rows):  # what a first step builds: the model, the optimizer's slots
+        if not model.built:
+            model(tree.map_structure(lambda a: a[:1], rows.x))
+        if not optimizer.built:
+            optimizer.build(model.trainable_variables)
+
+    runs = Runs(prepare, lambda rows: train_epoch(batches(m), k) or {},
+                lambda rows: train_epoch(batches(k * m), 1) or {}, None)
+    return verify(model, optimizer, k, m, sample, runs, [], {})

@@ -203,3 +203,48 @@ def test_data_it_cannot_read_twice_is_refused_by_name(rows):
     with pytest.raises(ValueError, match="`micro_batch_size` must be"):
         trainer.verify(*rows, micro_batch_size=0)
     assert make_mlp  # the suite's MLP helper stays the one other tests build on
+
+
+# ------------------------------------------------------------ an own loop
+
+def own_loop(model, count_of=lambda x: tf.shape(x)[0], flush=True):
+    """An own tf.GradientTape loop with gaviz.Accumulator, in the guide's form:
+    ``count_of`` says what a micro-batch's loss divides by."""
+    loss_fn = keras.losses.MeanSquaredError()
+
+    def train_epoch(micro_batches, accumulation_steps):
+        acc = gaviz.Accumulator(model.optimizer, model.trainable_variables, accumulation_steps)
+
+        @tf.function
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            acc.step(tape.gradient(loss, model.trainable_variables), count=count_of(x))
+
+        for x, y in micro_batches:
+            step(x, y)
+        if flush:
+            acc.flush()
+
+    return train_epoch
+
+
+def test_an_own_loop_with_the_accumulator_is_verified_equal_and_put_back(rows):
+    model = mlp()
+    model.optimizer.build(model.trainable_variables)
+    before = [np.array(v.numpy()) for v in [*model.variables, *model.optimizer.variables]]
+    result = gaviz.verify_loop(own_loop(model), model, *rows, accumulation_steps=K, batch_size=B)
+    assert result.equal, result
+    assert result.micro_batch_size == 4 and result.logs == {}
+    after = [np.array(v.numpy()) for v in [*model.variables, *model.optimizer.variables]]
+    assert all(np.array_equal(a, b) for a, b in zip(before, after))
+
+
+@pytest.mark.parametrize("mistake", ["a constant count", "no flush"])
+def test_an_own_loops_mistakes_are_found_different(rows, mistake):
+    model = mlp()
+    loop = own_loop(model, count_of=lambda x: 1) if mistake == "a constant count" else \
+        own_loop(model, flush=False)
+    result = gaviz.verify_loop(loop, model, *rows, accumulation_steps=K, batch_size=B)
+    assert not result.equal and any("dense" in gap.name for gap in result.differing), result
+    assert [c.name for c in result.causes] == ["unexplained"]
