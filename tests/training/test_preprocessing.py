@@ -18,13 +18,18 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import assert_same_history, weight_gap
+from helpers import assert_same_history, assert_same_weights, start_of, weight_gap
 
 import gaviz
 
 keras_hub = pytest.importorskip("keras_hub")
 
 B, K = 4, 2  # micro-batch and accumulation steps: the task's batch is 8
+#: An absolute bound, not the one rule (gaviz.training.closeness), for the tasks
+#: with attention whose key bias has no gradient in exact arithmetic (softmax
+#: ignores a constant added to every score): it moves by float rounding alone,
+#: and both trainings' rounding differ by 0.9 to 3.9 times that movement.
+KEY_BIAS_ATOL = 1e-5
 WORDS = "the quick brown fox jumps over lazy dog a cat sat on mat and ran far away".split()
 
 
@@ -124,7 +129,7 @@ def test_a_text_classifier_trains_on_raw_strings_as_its_own_fit():
                         validation_data=validation, class_weight=weights))
     assert sorted(theirs.history) == ["accuracy", "loss", "val_accuracy", "val_loss"]
     assert_same_history(ours.history, theirs.history)
-    assert weight_gap(task, reference) < 1e-5
+    assert weight_gap(task, reference) < KEY_BIAS_ATOL
     evaluated = gaviz.AccumulationTrainer(task, accumulation_steps=K).evaluate(
         *validation, batch_size=5, return_dict=True, verbose=0)
     assert evaluated == reference.evaluate(*validation, batch_size=5, return_dict=True, verbose=0)
@@ -140,7 +145,7 @@ def test_a_dataset_of_raw_strings_is_preprocessed_per_micro_batch():
         lambda m: m.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(K * B), epochs=1,
                         verbose=0, validation_data=validation))
     assert_same_history(ours.history, theirs.history)
-    assert weight_gap(task, reference) < 1e-5
+    assert weight_gap(task, reference) < KEY_BIAS_ATOL
 
 
 def test_a_causal_lm_trains_on_text_alone_as_its_own_fit():
@@ -155,7 +160,7 @@ def test_a_causal_lm_trains_on_text_alone_as_its_own_fit():
         lambda m: m.fit(x, batch_size=K * B, epochs=1, shuffle=False, verbose=0,
                         validation_data=validation))
     assert_same_history(ours.history, theirs.history)
-    assert weight_gap(task, reference) < 1e-5
+    assert weight_gap(task, reference) < KEY_BIAS_ATOL
 
 
 def test_an_image_classifier_trains_on_what_its_preprocessor_makes():
@@ -169,7 +174,7 @@ def test_an_image_classifier_trains_on_what_its_preprocessor_makes():
         lambda m: m.fit(x, y, batch_size=K * B, epochs=1, shuffle=False, verbose=0,
                         validation_split=0.2))
     assert_same_history(ours.history, theirs.history)
-    assert weight_gap(task, reference) < 1e-5
+    assert weight_gap(task, reference) < KEY_BIAS_ATOL
 
 
 def test_a_classifier_given_no_labels_is_told_they_are_required():
@@ -203,6 +208,7 @@ def test_a_mixture_of_experts_router_loss_counts_as_in_its_own_fit():
     weighed by rows next to a per-token loss. At k = 1 it is the task's fit."""
     x, y, weights = token_ids(12)
     task, reference = mixtral_causal_lm(), mixtral_causal_lm()
+    start = start_of(task)
     with warnings.catch_warnings():
         warnings.simplefilter("error", gaviz.InexactAddedLoss)
         ours = gaviz.AccumulationTrainer(task, accumulation_steps=1).fit(
@@ -210,7 +216,7 @@ def test_a_mixture_of_experts_router_loss_counts_as_in_its_own_fit():
     theirs = reference.fit(x, y, sample_weight=weights, batch_size=B, epochs=2, shuffle=False,
                            verbose=0)
     assert_same_history(ours.history, theirs.history)
-    assert weight_gap(task, reference) < 1e-5
+    assert_same_weights(task, reference, start, terms=B * 6)  # rows x tokens, k = 1
     # Over a window of several micro-batches the batch's balance cannot be had: said.
     with pytest.warns(gaviz.InexactAddedLoss, match=r"by mixtral_sparse_moe.* \(added in "
                                                     r"training only\) is not a mean"):
