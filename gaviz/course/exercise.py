@@ -199,8 +199,9 @@ def raised(error: BaseException) -> str:
             return f"your code raised {type(error).__name__}{where}: {cause}"
     if "in user code:" in text:  # a traced function: TensorFlow's own frames, then the error
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        return (f"your code raised {type(error).__name__}{_user_line(error)}: "
-                f"{lines[-1] if lines else text}")
+        last = lines[-1] if lines else text
+        last = last.removeprefix(f"{type(error).__name__}: ")  # said once, before the line
+        return f"your code raised {type(error).__name__}{_user_line(error)}: {last}"
     where = traceback.extract_tb(error.__traceback__)[-1]
     return f"your code raised {type(error).__name__}: {error} (line {where.lineno}: {where.line})"
 

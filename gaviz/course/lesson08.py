@@ -168,8 +168,7 @@ window = Exercise(
 
 # ------------------------------------------------------------- a loop on gaviz.Accumulator
 
-_COUNT = ("`count` is what the micro-batch's mean loss divided by: its rows, "
-          "`count=tf.shape(x)[0]`")
+_COUNT = "`count` is what the micro-batch's mean loss divided by: this micro-batch's rows"
 
 
 def _run(accumulator_epoch, micro_batches, loss):

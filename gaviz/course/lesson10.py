@@ -99,6 +99,11 @@ def _check_replica_step(make_replica_step) -> str:
             cross_device_ops=tf.distribute.ReductionToOneDevice())
         replicas = strategy.num_replicas_in_sync
         model, updates, first = _distributed_run(make_replica_step, strategy, _data()[2])
+    if updates == 1:
+        raise Incorrect(
+            f"1 update for 8 global micro-batches with accumulation_steps={K}, expected "
+            f"{UPDATES}: only the loop's flush applied anything. `add` only adds a micro-batch, "
+            "it never applies; `step` adds, then applies once the window holds k")
     if updates != UPDATES:
         raise Incorrect(
             f"{updates} updates for 8 global micro-batches with accumulation_steps={K}: "
@@ -129,9 +134,9 @@ def _check_replica_step(make_replica_step) -> str:
         raise Incorrect(
             f"the full windows are right, but the last one, micro-batches of 8 and 3 rows{split}, "
             f"is off: the weights end {difference:.1e} "
-            "from the big batch's. `count` is what this replica's loss divided by: this "
-            "replica's rows, `tf.shape(x)[0]`; a fixed number (1, k, the global micro-batch) "
-            "weighs every share the same, the mean of means")
+            "from the big batch's. `count` is what this replica's loss divided by, and a "
+            "fixed number (1, k, the global micro-batch) weighs every share the same, the mean "
+            "of means: count this replica's own rows, its share of the global micro-batch")
     raise Incorrect(f"the weights end {difference:.1e} from one device's big batch (its first "
                     f"update is {ratio:.2f}x the big batch's): compare with lesson 08's loop")
 
