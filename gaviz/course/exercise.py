@@ -182,6 +182,12 @@ KNOWN_ERRORS = [
      "the two branches of a tf.cond return different things (one a value, the other None): "
      "TensorFlow needs both to return the same kind of result, so make both return nothing, "
      "or both a value of the same shape"),
+    ("Tensor conversion requested dtype",
+     "a tensor of one dtype went where another is needed (float32 zeros into a float64 "
+     "variable?): make each value with the dtype of the variable it goes into"),
+    ("Shape mismatch",
+     "a value of another shape was assigned to a variable: a variable keeps its shape, so "
+     "assign a value of that same shape"),
     ("must have the same nested structure",
      "the two branches of a tf.cond return different things: TensorFlow needs both to return "
      "the same kind of result"),
@@ -202,8 +208,11 @@ def raised(error: BaseException) -> str:
         last = lines[-1] if lines else text
         last = last.removeprefix(f"{type(error).__name__}: ")  # said once, before the line
         return f"your code raised {type(error).__name__}{_user_line(error)}: {last}"
-    where = traceback.extract_tb(error.__traceback__)[-1]
-    return f"your code raised {type(error).__name__}: {error} (line {where.lineno}: {where.line})"
+    where = _user_line(error)
+    if not where:
+        last = traceback.extract_tb(error.__traceback__)[-1]
+        where = f" (line {last.lineno}: {last.line})"
+    return f"your code raised {type(error).__name__}: {error}{where}"
 
 
 def _user_line(error: BaseException) -> str:

@@ -355,13 +355,13 @@ def off_by_one_(accumulators):
         accumulators[i - 1].assign(tf.zeros_like(accumulators[i - 1]))
 
 
-@wrong(R, "ValueError", "(3,)")
+@wrong(R, "ValueError", "a variable keeps its shape", "accumulator.assign(0.0)")
 def a_scalar_zero(accumulators):
     for accumulator in accumulators:
         accumulator.assign(0.0)
 
 
-@wrong(R, "float64")
+@wrong(R, "float32 zeros into a float64", "tf.zeros(accumulator.shape)")
 def float32_zeros(accumulators):
     for accumulator in accumulators:
         accumulator.assign(tf.zeros(accumulator.shape))
@@ -568,7 +568,7 @@ def at_least_a_micro_batch_of_samples(window, update):
         update()
 
 
-@wrong(D, "TypeError", "update(window)")
+@wrong(D, "update() takes 0 positional arguments", "update(window)")
 def update_given_the_window(window, update):
     if window.micro_steps:
         update(window)
