@@ -54,6 +54,8 @@ E2E = (
     "tests/training/test_accumulator_edges.py::test_mirrored_",
     "tests/training/test_preprocessing.py",
     "tests/training/test_other_kernels.py",
+    "tests/training/test_verification.py::test_under_mirrored_strategy_",
+    "tests/training/test_verification.py::test_kerashub_tasks_",
     "tests/course/test_lesson10.py::test_on_two_replicas",
     "tests/course/test_lesson10.py::test_the_classic_distributed_loop",
     "tests/course/test_lesson12.py::test_the_lesson_shows_each_widget_once",

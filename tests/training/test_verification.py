@@ -3,6 +3,9 @@ batch, on the user's model and rows. Equal where the trainer is exact, a named
 cause where it is not, "different" for gaviz's own defects (the gallery's broken
 trainers as mutants), and every object of the user's put back bit for bit."""
 
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -270,3 +273,53 @@ def test_a_variable_moved_by_rounding_alone_is_judged_against_model_fits_own_gap
     assert any("key/bias" in name for name in result.noise), result.noise
     assert "Model.fit's own gap on the same rows in another order" in result.verdict()
     assert not any("key/kernel" in name for name in result.noise)
+
+
+MIRRORED = """
+import os
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras, numpy as np, gaviz
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+rng = np.random.default_rng(0)
+x = rng.normal(size=(120, 5)).astype("float32")
+y = np.sin(x[:, :1]).astype("float32")
+with strategy.scope():
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(8, activation="tanh"),
+                              keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(0.01), loss="mse")
+    trainer = gaviz.AccumulationTrainer(model, accumulation_steps=4)
+before = [w.copy() for w in model.get_weights()]
+result = trainer.verify(x, y, batch_size=16)
+print("RESULT", result.equal, trainer.num_replicas, result.micro_batch_size,
+      all(np.array_equal(a, b) for a, b in zip(before, model.get_weights())))
+"""
+
+
+def test_under_mirrored_strategy_it_verifies_on_the_strategys_replicas():
+    """Both runs under the strategy: gaviz's window over two replicas, Model.fit's
+    big batch split across them; equal, and the model put back."""
+    done = subprocess.run([sys.executable, "-c", MIRRORED], capture_output=True, text=True,
+                          timeout=300)
+    line = next((text for text in done.stdout.splitlines() if text.startswith("RESULT ")), None)
+    assert line == "RESULT True 2 4 True", done.stdout[-2000:] + done.stderr[-3000:]
+
+
+def test_kerashub_tasks_with_their_preprocessors_are_verified_equal():
+    """A BERT classifier on raw strings, a GPT-2 causal LM on text alone (its
+    attention key biases move by rounding alone under Adam) and a ViT on raw
+    pixels: equal, as their own fit is to the trainer in test_preprocessing."""
+    pytest.importorskip("keras_hub")
+    from test_preprocessing import bert_classifier, gpt2_causal_lm, images, sentences, texts, vit_classifier
+    text, labels = sentences(40)
+    assert gaviz.AccumulationTrainer(bert_classifier(), accumulation_steps=2).verify(
+        text, labels, batch_size=8).equal
+    result = gaviz.AccumulationTrainer(gpt2_causal_lm(), accumulation_steps=2).verify(
+        texts(40), batch_size=8)
+    assert result.equal, result
+    pixels, classes = images(40)
+    assert gaviz.AccumulationTrainer(vit_classifier(), accumulation_steps=2).verify(
+        pixels, classes, batch_size=8).equal
