@@ -192,7 +192,8 @@ def rows_needed(micro_batch_size: int, accumulation_steps: int) -> int:
 def sample_of(x, y, sample_weight, rows: int) -> Sample:
     """The first ``rows`` rows of ``fit``'s data, as tensors: arrays sliced, a
     ``tf.data.Dataset`` of batches unbatched and read once (so both runs see
-    the same rows whatever it shuffles).
+    the same rows whatever it shuffles; rows of varying widths padded to the
+    longest).
 
     Raises:
         TypeError: data of another kind (a generator, a PyDataset).
@@ -201,7 +202,13 @@ def sample_of(x, y, sample_weight, rows: int) -> Sample:
         if y is not None or sample_weight is not None:
             raise ValueError("`y` and `sample_weight` must be None when `x` is a dataset "
                              "(its elements hold them), as in fit.")
-        rows_read = next(iter(x.unbatch().batch(rows).take(1)), None)
+        single = x.unbatch()
+        # Rows of micro-batches padded each to its own width (padded_batch) are
+        # padded again to one width: both runs then read the same arrays.
+        varying = any(None in spec.shape.as_list() for spec in
+                      tf.nest.flatten(single.element_spec) if spec.shape.rank)
+        batched = single.padded_batch(rows) if varying else single.batch(rows)
+        rows_read = next(iter(batched.take(1)), None)
         if rows_read is None:
             raise ValueError("`x` is an empty dataset: nothing to verify on.")
         parts = tuple(rows_read) if isinstance(rows_read, tuple) else (rows_read,)

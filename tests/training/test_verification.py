@@ -323,3 +323,22 @@ def test_kerashub_tasks_with_their_preprocessors_are_verified_equal():
     pixels, classes = images(40)
     assert gaviz.AccumulationTrainer(vit_classifier(), accumulation_steps=2).verify(
         pixels, classes, batch_size=8).equal
+
+
+def test_a_dataset_of_micro_batches_padded_each_to_its_own_width_is_verified():
+    """Rows read from micro-batches of different widths are padded to one width:
+    both runs read the same arrays (a masked per-token loss ignores the padding)."""
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 9, 64)
+    rows = [rng.integers(1, 9, n).astype("int32") for n in lengths]
+    dataset = tf.data.Dataset.from_generator(
+        lambda: ((r, r % 3) for r in rows),
+        output_signature=(tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int32)),
+    ).padded_batch(8)
+    keras.utils.set_random_seed(5)
+    model = keras.Sequential([keras.Input((None,), dtype="int32"),
+                              keras.layers.Embedding(9, 4, mask_zero=True), keras.layers.Dense(3)])
+    model.compile(keras.optimizers.SGD(0.3),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    result = gaviz.AccumulationTrainer(model, accumulation_steps=2).verify(dataset)
+    assert result.equal and result.micro_batch_size == 4, result
