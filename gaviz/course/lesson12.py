@@ -6,9 +6,10 @@ In the notebook::
     lesson12.early_stop.check(make_early_stop)
 
 The checker first feeds the learner's callback four made-up updates (losses
-2.0, 0.9, 0.5, 0.49 against a threshold of 0.5), which
-names the usual faults precisely (``<=`` for ``<``, no ``records``, the wrong
-pairs, a flag set on some other trainer) on a real trainer that is not fitting; then it runs a real
+2.0, 0.9, 0.5, 0.49 against a threshold of 0.5) with a real trainer that is
+not fitting (so ``trainer.model`` and the rest are there, as the lesson shows
+them), and names the usual faults precisely (``<=`` for ``<``, no ``records``,
+the wrong pairs, a flag set on some other trainer); then it runs a real
 ``AccumulationTrainer.fit`` with the callback and compares it with an
 uninterrupted run of the same trainer.
 """
