@@ -1128,3 +1128,17 @@ def test_every_exercise_is_tried_with_five_wrong_answers_and_one_other_right_one
     counts = {name: len(WRONG.get(name, [])) for name in EXERCISES}
     assert all(count >= 5 for count in counts.values()), counts
     assert set(RIGHT) == set(EXERCISES)
+
+
+def test_every_exercise_of_the_course_is_in_the_table():
+    """A new exercise without wrong answers fails here, not in a learner's notebook."""
+    import importlib
+    import pkgutil
+
+    import gaviz.course
+
+    found = {value.name for info in pkgutil.iter_modules(gaviz.course.__path__)
+             if info.name.startswith("lesson")
+             for value in vars(importlib.import_module(f"gaviz.course.{info.name}")).values()
+             if isinstance(value, exercise.Exercise)}
+    assert found == set(EXERCISES)
