@@ -38,6 +38,8 @@ def test_lesson_04_explains_the_learning_rate_ratio_its_summary_prints():
 def test_lesson_00_says_what_solution_shows(capsys):
     prose = " ".join(" ".join(_sources(LESSONS / "00_welcome.ipynb", "markdown")).split())
     assert "`.solution()` shows the whole solution, and the `%load` line" in prose
+    page = " ".join((LESSONS.parent / "docs" / "lessons" / "index.md").read_text().split())
+    assert "`.solution()` shows the solution's code and the `%load" in page
     lesson04.reset.solution()
     shown = capsys.readouterr().out
     assert "%load solutions/04_reset.py" in shown and "accumulator.assign(" in shown
