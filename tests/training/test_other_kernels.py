@@ -20,6 +20,7 @@ EXACTNESS = [
     "tests/training/test_accumulator.py",
     "tests/training/test_every_optimizer.py",
     "tests/training/test_coupled_loss.py",
+    "tests/training/test_verification.py",
 ]
 
 
