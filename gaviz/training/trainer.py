@@ -472,11 +472,8 @@ class AccumulationTrainer(tf.Module):
         updates = checks.check_callbacks(on_update)
         checks.check_backups(callbacks, self._keeps_windows)
         if verify:
-            found = self.verify(x, y, batch_size, sample_weight, class_weight)
-            if not found.equal:
-                raise verification.NotExact(found)
-            if verbose:
-                print(found.verdict())
+            verification.required(self.verify(x, y, batch_size, sample_weight, class_weight),
+                                  verbose)
         self._follow_compile()
         data = feeds.FitData(x, y, batch_size, shuffle, sample_weight, class_weight,
                              validation_split, validation_data, steps_per_epoch)
@@ -526,43 +523,10 @@ class AccumulationTrainer(tf.Module):
             gaps, the causes and what to do; shown as a table in a notebook.
         """
         k = self.accumulation_steps_for(1)
-        if micro_batch_size is None:
-            run_batch = batch_size or feeds.batch_size_of(x) or 32
-            micro_batch_size = verification.verified_micro_batch_size(run_batch, k)
-        m = checks.check_positive_int("micro_batch_size", micro_batch_size)
-        sample = verification.sample_of(x, y, sample_weight, verification.rows_needed(m, k))
-        model = self.model
-
-        def prepare(rows):
-            self._follow_compile()
-            self._checked_spec = None  # the model's losses checked again, their warnings heard
-            self._prepare(self._feed_of(rows, m, class_weight))
-
-        def gaviz_run(rows):
-            return self.fit(rows.x, rows.y, m, epochs=1, verbose=0, shuffle=False,
-                            sample_weight=rows.sample_weight, class_weight=class_weight).history
-
-        def keras_run(rows):
-            return model.fit(rows.x, rows.y, k * m, epochs=1, verbose=0, shuffle=False,
-                             sample_weight=rows.sample_weight,
-                             class_weight=class_weight).history
-
-        def refresh():  # after a layer's setting changed: both traced anew
-            self.window_loop = self._window_loop()
-            model.train_function = None
-
-        attributes = {model: ("train_function", "history", "stop_training"),
-                      self: ("_checked_spec", "_state_watched", "window_loop"),
-                      self.call_size: ("size", "listening")}
-        return verification.verify(
-            model, self.optimizer, k, m, sample,
-            verification.Runs(prepare, gaviz_run, keras_run, refresh),
-            self.state.variables, attributes)
-
-    def _feed_of(self, rows, micro_batch_size, class_weight):
-        data = feeds.FitData(rows.x, rows.y, micro_batch_size, False, rows.sample_weight,
-                             class_weight, 0.0, None, None)
-        return feeds.make_feed(data, self.model, self.strategy, targets=self._needs_targets)
+        m, sample = verification.plan(x, y, sample_weight, batch_size, micro_batch_size, k)
+        runs, attributes = _verification_runs(self, k, m, class_weight)
+        return verification.verify(self.model, self.optimizer, k, m, sample, runs,
+                                   self.state.variables, attributes)
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  steps=None, callbacks=None, return_dict=False):
@@ -637,3 +601,34 @@ class AccumulationTrainer(tf.Module):
         fixed = self.own_loss is not None or self.objective.fixed_count_per_row(feed.element_spec)
         added_loss.warn_where_inexact(added, accumulates, fixed, self.objective.divides_by,
                                       stacklevel=4)
+
+
+def _verification_runs(trainer: AccumulationTrainer, k: int, m: int, class_weight):
+    """What ``verify`` runs on ``trainer`` at micro-batches of ``m``, and the
+    attributes the runs change (put back afterwards)."""
+    model = trainer.model
+
+    def prepare(rows):
+        trainer._follow_compile()
+        trainer._checked_spec = None  # the model's losses checked again, their warnings heard
+        data = feeds.FitData(rows.x, rows.y, m, False, rows.sample_weight, class_weight, 0.0,
+                             None, None)
+        trainer._prepare(feeds.make_feed(data, model, trainer.strategy,
+                                         targets=trainer._needs_targets))
+
+    def gaviz_run(rows):
+        return trainer.fit(rows.x, rows.y, m, epochs=1, verbose=0, shuffle=False,
+                           sample_weight=rows.sample_weight, class_weight=class_weight).history
+
+    def keras_run(rows):
+        return model.fit(rows.x, rows.y, k * m, epochs=1, verbose=0, shuffle=False,
+                         sample_weight=rows.sample_weight, class_weight=class_weight).history
+
+    def refresh():  # after a layer's setting changed: both traced anew
+        trainer.window_loop = trainer._window_loop()
+        model.train_function = None
+
+    attributes = {model: ("train_function", "history", "stop_training"),
+                  trainer: ("_checked_spec", "_state_watched", "window_loop"),
+                  trainer.call_size: ("size", "listening")}
+    return verification.Runs(prepare, gaviz_run, keras_run, refresh), attributes

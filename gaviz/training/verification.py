@@ -175,6 +175,15 @@ class NotExact(RuntimeError):
                          "train anyway.")
 
 
+def required(found: Verification, verbose) -> None:
+    """``fit(verify=True)``: raises :class:`NotExact` unless ``found`` is equal
+    (and says so where ``verbose``)."""
+    if not found.equal:
+        raise NotExact(found)
+    if verbose:
+        print(found.verdict())
+
+
 # ---------------------------------------------------------------- the rows
 
 def verified_micro_batch_size(batch_size: int, accumulation_steps: int) -> int:
@@ -187,6 +196,18 @@ def rows_needed(micro_batch_size: int, accumulation_steps: int) -> int:
     k, m = accumulation_steps, micro_batch_size
     micro_batches = FULL_WINDOWS * k + (max(1, k // 2) if k > 1 else 1)
     return m * (micro_batches - 1) + (m - m // 2)
+
+
+def plan(x, y, sample_weight, batch_size, micro_batch_size, accumulation_steps):
+    """``(micro_batch_size, sample)``: the micro-batch to verify at (by default
+    the scaled one of the run's ``batch_size``, or the dataset's, or 32) and the
+    rows to verify on."""
+    k = accumulation_steps
+    if micro_batch_size is None:
+        run_batch = batch_size or feeds.batch_size_of(x) or 32
+        micro_batch_size = verified_micro_batch_size(run_batch, k)
+    m = checks.check_positive_int("micro_batch_size", micro_batch_size)
+    return m, sample_of(x, y, sample_weight, rows_needed(m, k))
 
 
 def sample_of(x, y, sample_weight, rows: int) -> Sample:
@@ -543,14 +564,10 @@ def verify_loop(train_epoch: Callable, model, x, y=None, accumulation_steps: int
         A :class:`Verification` (its ``logs`` are empty: the loop reports none).
     """
     k = checks.check_positive_int("accumulation_steps", accumulation_steps)
-    if micro_batch_size is None:
-        run_batch = batch_size or feeds.batch_size_of(x) or 32
-        micro_batch_size = verified_micro_batch_size(run_batch, k)
-    m = checks.check_positive_int("micro_batch_size", micro_batch_size)
     optimizer = optimizer if optimizer is not None else model.optimizer
     if optimizer is None:
         raise ValueError("`optimizer` must be given, or `model` compiled with one.")
-    sample = sample_of(x, y, sample_weight, rows_needed(m, k))
+    m, sample = plan(x, y, sample_weight, batch_size, micro_batch_size, k)
 
     def batches(size):
         return tf.data.Dataset.from_tensor_slices(
