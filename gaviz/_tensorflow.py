@@ -63,9 +63,11 @@ _KNOWN_NOISE = (
     # A full `tensorflow` wheel on a machine without TensorRT.
     "TF-TRT Warning: Could not find TensorRT",
     # The first float16 op (mixed_float16) on a CPU without AVX-512 FP16: oneDNN
-    # leaves float16 to TensorFlow's Eigen kernels. Logged once, as an error; the
-    # numbers are right. (The trainer's first forward pass is filtered for it.)
-    "oneDNN supports DT_HALF only on platforms with",
+    # leaves float16 to TensorFlow's Eigen kernels; likewise int64 (a KerasHub
+    # tokenizer's ids) on some AVX-512 CPUs (an AMD EPYC, 2026-11-28). Logged
+    # once per type, as an error; the numbers are right. (The trainer's first
+    # forward pass is filtered for it.)
+    "only on platforms with AVX-512. Falling back to the default Eigen-based",
 )
 # A full `tensorflow` wheel on a machine without an NVIDIA driver logs the
 # missing driver (an informational record), then an error when it tries to
