@@ -302,18 +302,29 @@ _MISSING = object()
 
 # ------------------------------------------------------------- comparing
 
-def compare(model, optimizer, start: Snapshot, gaviz_run: Callable, keras_run: Callable,
-            terms: int, rounding: str):
-    """Runs gaviz, then Model.fit, each from ``start``; returns both end states
-    compared, the warnings gaviz gave, and each run's logs."""
+class Trained(NamedTuple):
+    """One run's end: the model's and the optimizer's values, its logs, what it warned."""
+
+    weights: list
+    optimizer: list
+    logs: dict
+    said: list
+
+
+def train_from(start: Snapshot, model, optimizer, run: Callable) -> Trained:
+    """Runs ``run`` from ``start``'s values; returns where it ended."""
     start.restore_values()
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
-        ours_logs = gaviz_run()
-    ours = ([v.numpy() for v in model.variables], [v.numpy() for v in optimizer.variables])
-    start.restore_values()
-    theirs_logs = keras_run()
-    theirs = ([v.numpy() for v in model.variables], [v.numpy() for v in optimizer.variables])
+        logs = run()
+    return Trained([v.numpy() for v in model.variables],
+                   [v.numpy() for v in optimizer.variables], logs, said)
+
+
+def compare(model, optimizer, start: Snapshot, ours: Trained, theirs: Trained, terms: int,
+            rounding: str):
+    """Two runs from ``start`` compared: each variable's and optimizer variable's
+    gap (random seed states aside), and each log entry of both."""
     begun = {id(v): value for v, value in zip(start.variables, start.values)}
 
     def gaps(variables, got, expected):
@@ -323,11 +334,10 @@ def compare(model, optimizer, start: Snapshot, gaviz_run: Callable, keras_run: C
             [begun[id(variables[i])] for i in kept], terms,
             [variables[i].path for i in kept], rounding=rounding)
 
-    weights = gaps(model.variables, ours[0], theirs[0])
-    optimizer_gaps = gaps(optimizer.variables, ours[1], theirs[1])
-    logs = {name: (float(ours_logs[name][-1]), float(theirs_logs[name][-1]))
-            for name in theirs_logs if name in ours_logs}
-    return weights, optimizer_gaps, logs, said
+    logs = {name: (float(ours.logs[name][-1]), float(theirs.logs[name][-1]))
+            for name in theirs.logs if name in ours.logs}
+    return (gaps(model.variables, ours.weights, theirs.weights),
+            gaps(optimizer.variables, ours.optimizer, theirs.optimizer), logs)
 
 
 def _ours(caught) -> bool:
@@ -389,20 +399,27 @@ def verify(model, optimizer, accumulation_steps: int, micro_batch_size: int, sam
     rounding = rounding_of(model)
     terms = terms_of(sample, min(rows, k * m))
     noise = []
+
+    def trained(run, rows):
+        return train_from(start, model, optimizer, lambda: run(rows))
+
+    def judged(ours, theirs):
+        return compare(model, optimizer, start, ours, theirs, terms, rounding)
+
+    def both():
+        return trained(runs.gaviz, sample), trained(runs.keras, sample)
+
     try:
-        weights, optimizer_gaps, logs, said = compare(
-            model, optimizer, start, lambda: runs.gaviz(sample), lambda: runs.keras(sample),
-            terms, rounding)
+        ours, theirs = both()
+        weights, optimizer_gaps, logs = judged(ours, theirs)
         if not _equal(weights + optimizer_gaps) and logs_equal(logs) \
-                and not random_layers(model):
+                and not random_layers(model):  # Model.fit's own gap: its run, reordered
             weights, optimizer_gaps, noise = against_noise(
-                weights, optimizer_gaps, lambda: compare(
-                    model, optimizer, start, lambda: runs.keras(reordered(sample, k * m)),
-                    lambda: runs.keras(sample), terms, rounding))
+                weights, optimizer_gaps,
+                judged(trained(runs.keras, reordered(sample, k * m)), theirs))
         equal = _equal(weights + optimizer_gaps) and logs_equal(logs)
-        causes = [] if equal else causes_of(model, k, told + said, lambda: compare(
-            model, optimizer, start, lambda: runs.gaviz(sample), lambda: runs.keras(sample),
-            terms, rounding), runs)
+        causes = [] if equal else causes_of(model, k, told + ours.said,
+                                            lambda: judged(*both()), runs)
     finally:
         start.restore()
     return Verification(equal, k, m, rows, -(-rows // m), weights, optimizer_gaps, logs, causes,
@@ -427,13 +444,14 @@ def reordered(sample: Sample, block: int) -> Sample:
     return Sample(take(sample.x), take(sample.y), take(sample.sample_weight))
 
 
-def against_noise(weights, optimizer_gaps, self_gaps: Callable):
+def against_noise(weights, optimizer_gaps, own_gaps):
     """The variables judged again against Model.fit's own gap on the same rows
     in another order (:func:`reordered`): where a variable's gradient is zero up
     to rounding (an attention key's bias), an optimizer that divides by the
     gradient's scale (Adam) turns that rounding into full steps, in Keras's own
-    runs too. Returns both lists re-judged and the names judged so."""
-    own_weights, own_optimizer, _, _ = self_gaps()
+    runs too. ``own_gaps``: Model.fit's reordered run against its own, as
+    :func:`compare` gives them. Returns both lists re-judged and the names judged so."""
+    own_weights, own_optimizer, _ = own_gaps
     own = {g.name: g.gap for g in own_weights + own_optimizer}
     noise = []
 
@@ -493,7 +511,7 @@ def _without_randomness(layers, again: Callable, runs: Runs) -> Cause:
         for layer, attribute, _ in saved:
             setattr(layer, attribute, 0)
         runs.refresh()
-        weights, optimizer_gaps, logs, _ = again()
+        weights, optimizer_gaps, logs = again()
     finally:
         for layer, attribute, value in saved:
             setattr(layer, attribute, value)
