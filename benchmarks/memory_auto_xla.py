@@ -3,7 +3,7 @@
     python benchmarks/memory_auto_xla.py
 
 Not part of ``make bench``: it backs one figure of docs/guide/devices.md and
-``window_loop.AUTO_XLA_MAX_WEIGHT_BYTES``. On a dense model with 9 MiB of
+``compiling.AUTO_XLA_MAX_WEIGHT_BYTES``. On a dense model with 9 MiB of
 weights (256-1024-1024-1024-10, micro-batch 32, k = 8, 1024 samples) it
 measures how much TensorFlow's CPU allocator peak grows during an epoch,
 each configuration in a fresh process, median of three: a plain step at

@@ -77,9 +77,9 @@ def _check_window_sizes(window_sizes) -> str:
         trainer = gaviz.AccumulationTrainer(gaviz.demo.make_model(seed=0),
                                             keras.optimizers.SGD(0.05), "mse", 8, tail=tail)
         history = trainer.fit(gaviz.demo.make_dataset(x, y, 32), epochs=2, verbose=0)
-        if list(window_sizes(900, 32, 8, tail, 2)) != history.effective_batch_size:
+        if list(window_sizes(900, 32, 8, tail, 2)) != history.samples:
             raise Incorrect(f"tail={tail!r}: the trainer's updates were "
-                            f"{history.effective_batch_size}")
+                            f"{history.samples}")
     return "every policy matches the hand-worked cases and the trainer's own histories"
 
 

@@ -117,7 +117,7 @@ def _check_history(history) -> None:
                         "what its fit returns")
     if len(history.epoch) != EPOCHS:
         raise Incorrect(f"expected {EPOCHS} epochs, the History holds {len(history.epoch)}")
-    first = [u.effective_batch_size for u in history.updates if u.epoch == 1]
+    first = [u.samples for u in history.updates if u.epoch == 1]
     if first[0] == MICRO_BATCH:
         raise Incorrect("each update averaged 32 samples: the effective batch is 256, so "
                         "accumulation_steps = 256 / 32 = 8")
@@ -159,7 +159,7 @@ _UPDATE_LOSSES = [3.2, 3.0, 2.8, 2.2, 2.0, 1.8, 1.1, 0.9, 1.0, 1.6, 1.5, 1.4]
 def _made_up_history() -> History:
     """A gaviz History, as fit returns it, of the made-up run above."""
     history = History([Update(update=number, epoch=(number - 1) // 3 + 1, loss=loss,
-                              effective_batch_size=256, micro_steps=8,
+                              samples=256, micro_steps=8,
                               samples_seen=256 * number, seconds=0.0)
                        for number, loss in enumerate(_UPDATE_LOSSES, start=1)])
     history.epoch = [0, 1, 2, 3]

@@ -29,7 +29,7 @@ _EPOCHS = 8
 
 
 def _update(number: int, loss: float) -> Update:
-    return Update(update=number, epoch=1, loss=loss, effective_batch_size=8, micro_steps=2,
+    return Update(update=number, epoch=1, loss=loss, samples=8, micro_steps=2,
                   samples_seen=8 * number, seconds=0.0)
 
 

@@ -203,7 +203,7 @@ GALLERY = (
         probe="windows", signature="window t counts (windows - t + 1) times",
         story="update_growth",
         # PITFALL: the next window starts from the last one's gradients (keep_gradients).
-        rule=Rule(next_window=keep_gradients, sums_outlive_updates=True),
+        rule=Rule(reset=keep_gradients, carries_sums=True),
     ),
     Pitfall(
         name="missing_normalization", class_name="MissingNormalization",
@@ -266,7 +266,7 @@ GALLERY = (
         lesson="04_pitfall_missing_reset",
         probe="windows", signature="every weight is 0 after the run",
         # PITFALL: the reset zeroes the model's weights (zero_weights).
-        rule=Rule(next_window=zero_weights),
+        rule=Rule(reset=zero_weights),
     ),
     Pitfall(
         name="mean_of_means", class_name="MeanOfMeans",
@@ -415,7 +415,9 @@ def trainer_class(pitfall: Pitfall) -> type:
                     f"Received: {name}={given!r}"
                 )
         arguments.pop("self")
-        strategy = checks.check_strategy(arguments.get("strategy"), arguments["model"])
+        strategy = checks.check_strategy(arguments.get("strategy"),
+                                        getattr(arguments["model"], "variables", []),
+                                        checks.MODEL_UNDER_STRATEGY)
         checks.check_single_replica(pitfall.class_name, strategy)
         if pitfall.requires is not None:
             pitfall.requires(arguments.get("optimizer"))

@@ -13,8 +13,9 @@ read the compiled model; ``checks``, ``batch_layers`` and ``sparse_gradients``
 refuse or warn; ``history`` is what a run reports.
 """
 
-from gaviz.training.accumulator import Accumulator, FlushAtEpochEnd
+from gaviz.training.accumulator import Accumulator
 from gaviz.training.added_loss import InexactAddedLoss
+from gaviz.training.flush_callback import FlushAtEpochEnd
 from gaviz.training.history import History, NonFiniteUpdate, Update
 from gaviz.training.row_losses import CoupledLoss
 from gaviz.training.rules import EXACT, Rule

@@ -10,13 +10,32 @@ import tensorflow as tf
 
 # The plain checks, for the parts that check arguments here.
 from gaviz._arguments import check_int_at_least, check_one_of, check_positive_int  # noqa: F401
+from gaviz.training import optimizers
 
 
-def check_accumulation_steps(value):
-    """An int >= 1, or a callable ``epoch -> int`` (checked when it is read)."""
-    if callable(value) and not isinstance(value, type):
-        return value
-    return check_positive_int("accumulation_steps", value)
+class Schedule:
+    """k per epoch: ``accumulation_steps``, an int >= 1 or a callable ``epoch
+    -> int`` (epochs from 1), each value checked when it is read.
+
+    Raises:
+        TypeError, ValueError: ``accumulation_steps`` (or a value it gives)
+            is not an int >= 1.
+    """
+
+    def __init__(self, accumulation_steps):
+        self.varies = callable(accumulation_steps) and not isinstance(accumulation_steps, type)
+        self.accumulation_steps = (accumulation_steps if self.varies else
+                                   check_positive_int("accumulation_steps", accumulation_steps))
+
+    def __call__(self, epoch: int) -> int:
+        """k in ``epoch`` (counted from 1)."""
+        if not self.varies:
+            return self.accumulation_steps
+        return check_positive_int(f"accumulation_steps({epoch})", self.accumulation_steps(epoch))
+
+    def accumulates(self) -> bool:
+        """Whether a window may hold more than one micro-batch."""
+        return self.varies or self.accumulation_steps > 1
 
 
 def check_windows_per_call(value):
@@ -63,7 +82,7 @@ def check_validation_freq(validation_freq):
     return check_positive_int("validation_freq", validation_freq)
 
 
-def check_callbacks(on_update):
+def check_on_update(on_update):
     """``on_update`` as a list of callables (None: none)."""
     if on_update is None:
         return []
@@ -86,27 +105,66 @@ def check_callbacks(on_update):
     return callbacks
 
 
-def check_strategy(strategy, model):
-    """Returns the strategy to use: ``strategy`` or the one in scope.
-
-    The model's variables must have been created under it, or the replicas
-    would not share them.
-    """
+def check_strategy(strategy, variables, made_under: str):
+    """Returns the strategy to use: ``strategy`` or the one in scope, under
+    which ``variables`` must have been created, or the replicas would not
+    share them (``made_under``: how to make them so, for the message)."""
     if strategy is None:
-        return tf.distribute.get_strategy()
-    if not isinstance(strategy, tf.distribute.Strategy):
+        strategy = tf.distribute.get_strategy()
+    elif not isinstance(strategy, tf.distribute.Strategy):
         raise TypeError(
             f"`strategy` must be a tf.distribute.Strategy. Received: strategy={strategy!r}"
         )
-    variables = getattr(model, "variables", None) or []
-    for variable in variables[:1]:
-        inner = getattr(variable, "value", variable)
+    for variable in list(variables)[:1]:
+        # A keras.Variable holds its tf.Variable in .value (a tf.Variable's .value is a method).
+        inner = variable.value if isinstance(variable, keras.Variable) else variable
         if not strategy.extended.variable_created_in_scope(inner):
-            raise ValueError(
-                "`model` must be built under `strategy.scope()`: its variables were "
-                f"created outside the strategy {type(strategy).__name__}."
-            )
+            raise ValueError(f"{made_under}: its variables were created outside the strategy "
+                             f"{type(strategy).__name__}.")
     return strategy
+
+
+#: What check_strategy says of a trainer's model made outside its strategy.
+MODEL_UNDER_STRATEGY = "`model` must be built under `strategy.scope()`"
+#: What check_strategy says of an Accumulator's variables made outside its strategy.
+VARIABLES_UNDER_STRATEGY = (
+    "`variables` must be created under the accumulator's strategy: create the model and "
+    "the Accumulator inside the strategy.scope() the model was built in, or pass strategy="
+)
+
+
+def check_variables(variables) -> list:
+    """The variables an Accumulator's gradients are of: a non-empty list of
+    ``tf.Variable`` or ``keras.Variable``."""
+    variables = list(variables) if variables is not None else []
+    if not variables:
+        raise ValueError(
+            "`variables` must list the variables the gradients are of "
+            "(model.trainable_variables of a built model). Received: no variables; "
+            "build the model first (model.build(input_shape), or call it on a batch)."
+        )
+    for v in variables:
+        if not isinstance(v, (tf.Variable, keras.Variable)):
+            raise TypeError(
+                f"`variables` must hold tf.Variable or keras.Variable objects. "
+                f"Received: {v!r} of type {type(v).__name__}"
+            )
+    return variables
+
+
+def check_clipping_per_window(optimizer, strategy):
+    """Keras clips each replica's share of a gradient before it sums them
+    across replicas: not the window's gradient. Refused rather than changed
+    (for an Accumulator, whose replicas each step the optimizer)."""
+    clipping = optimizers.clipping(optimizer)
+    if clipping and strategy.num_replicas_in_sync > 1:
+        raise ValueError(
+            f"`optimizer` clips gradients ({', '.join(clipping)}) under a strategy of "
+            f"{strategy.num_replicas_in_sync} replicas: Keras clips each replica's share "
+            "of the gradient before summing them, not the window's gradient, so the update "
+            "would not be the big batch's. Clip in one replica's loop, or use "
+            "gaviz.AccumulationTrainer, which clips the window's gradient."
+        )
 
 
 def check_model(model):

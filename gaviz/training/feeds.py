@@ -290,7 +290,7 @@ class Feed:
     def _probe_pool(self):
         return self.first()
 
-    def effective_batch_size(self, accumulation_steps: int) -> int | None:
+    def big_batch_size(self, accumulation_steps: int) -> int | None:
         """``accumulation_steps * micro_batch_size``, what ``Model.fit`` calls
         ``batch_size`` (and validates in too); None for batched data, for
         which Model.fit has none."""

@@ -22,8 +22,8 @@ import keras
 import tensorflow as tf
 
 from gaviz import _keras, _tensorflow
-from gaviz.training import checks, feeds
-from gaviz.training.history import History, NonFiniteUpdate, Update
+from gaviz.training import checks, feeds, refusals
+from gaviz.training.history import History, Update
 from gaviz.training.tail import Tail
 from gaviz.training.window import WindowResult
 
@@ -38,19 +38,19 @@ class Training(NamedTuple):
             (:class:`gaviz.training.window_loop.WindowLoop`).
         call_size: how many windows the next call may run
             (:class:`gaviz.training.call_size.CallSize`).
-        accumulation_steps: ``epoch -> k`` (epochs from 1).
+        schedule: k per epoch (:class:`gaviz.training.checks.Schedule`).
         tail: what becomes of a partial window.
-        open_window: the variable counting the micro-batches of a window a
-            call left open (``tail="carry"``).
+        carried_micro_steps: the variable counting the micro-batches of a
+            window carried into the next call (``tail="carry"``).
     """
 
     model: Any
     optimizer: Any
     window_loop: Any
     call_size: Any
-    accumulation_steps: Callable[[int], int]
+    schedule: Callable[[int], int]
     tail: Tail
-    open_window: Any
+    carried_micro_steps: Any
 
 
 def fit(training: Training, feed, epochs, updates, callbacks, verbose, validation,
@@ -156,7 +156,7 @@ class _Run:
     def epoch(self, feed, epoch, validation) -> None:
         """One epoch: its windows, then its logs, validation and callbacks."""
         training, model = self.training, self.training.model
-        k = training.accumulation_steps(epoch)
+        k = training.schedule(epoch)
         steps = self.steps_per_epoch or _updates_per_epoch(training, feed, epoch)
         if steps != self.callbacks.params.get("steps"):  # a schedule of k
             self.callbacks.set_params({**self.callbacks.params, "steps": steps})
@@ -232,7 +232,7 @@ class _Run:
                 self.state_watch = None
             reports = reports.numpy()[: int(done)]
             self.call_size.observe(time.perf_counter() - started, len(reports))
-            results = [WindowResult.unpack(report) for report in reports]
+            results = [WindowResult.read(report) for report in reports]
             consumed += sum(r.consumed for r in results)
             windows += sum(r.due for r in results)
             applied = sum(self._record(result, epoch) for result in results)
@@ -254,14 +254,12 @@ class _Run:
         return _tensorflow.native_log_filtered()
 
     def _record(self, result, epoch) -> bool:
-        """Records an applied window as an Update (True), or raises on a non-finite one."""
-        if result.due and not result.finite:
-            raise NonFiniteUpdate(
-                update=len(self.history) + 1,
-                epoch=epoch,
-                loss=result.loss,
-                iterations=int(self.training.optimizer.iterations.numpy()),
-            )
+        """Records an applied window as an Update (True), or raises on a refused one."""
+        refused = refusals.refusal(result.verdict, refusals.Context(
+            iterations=int(self.training.optimizer.iterations.numpy()),
+            update=len(self.history) + 1, epoch=epoch, loss=result.loss))
+        if refused is not None:
+            raise refused
         if not result.applied:
             return False
         samples = int(round(result.sample_count))
@@ -270,7 +268,7 @@ class _Run:
             update=len(self.history) + 1,
             epoch=epoch,
             loss=result.loss,
-            effective_batch_size=samples,
+            samples=samples,
             micro_steps=result.micro_steps,
             samples_seen=self.samples_seen,
             seconds=time.perf_counter() - self.start,
@@ -303,8 +301,8 @@ class _Run:
 
 def _updates_per_epoch(training: Training, feed, epoch) -> int | None:
     """Updates ``epoch`` will apply (None when the data does not say)."""
-    carried = int(training.open_window.numpy())
-    k = training.accumulation_steps(epoch)
+    carried = int(training.carried_micro_steps.numpy())
+    k = training.schedule(epoch)
     return training.tail.updates_per_epoch(feed.micro_batches(), k, carried)
 
 

@@ -162,24 +162,23 @@ class Reach:
     """Which trained variables a micro-step's loss reaches: the others get a
     None gradient from the tape, which ``Model.fit`` hands its optimizer as
     None, so that they are left out of the update (not moved by momentum, not
-    decayed). The window sums zeros for them; its update steps the
-    :meth:`pattern` alone.
+    decayed). The window sums zeros for them; its update steps the others
+    (:meth:`gaviz.training.window_cycle.WindowCycle.patterns`).
 
     Set while the micro-step is traced (the model's graph decides it, the same
     in every trace of one model), read by the update traced after it.
     """
 
     def __init__(self):
-        self.unreached: frozenset = frozenset()  # indices into the trained variables
+        #: Indices into the trained variables of those with a gradient (None: not traced).
+        self.reached: frozenset | None = None
 
     def note(self, grads) -> None:
-        self.unreached = frozenset(i for i, g in enumerate(grads) if g is None)
+        self.reached = frozenset(i for i, g in enumerate(grads) if g is not None)
 
-    def pattern(self, count: int, also_reached=frozenset()) -> tuple:
-        """The variables (by index, of ``count``) the loss reaches, or a penalty
-        does (``also_reached``): those an update steps."""
-        left_out = self.unreached - set(also_reached)
-        return tuple(i for i in range(count) if i not in left_out)
+    def seen(self) -> list:
+        """The sets of variables micro-steps gave a gradient (none before a trace)."""
+        return [] if self.reached is None else [self.reached]
 
 
 def gradients(tape, target, variables, reach: Reach | None = None):

@@ -16,7 +16,7 @@ class Update:
         epoch: 1-based epoch in which the update's window ended.
         loss: loss of the update's effective batch, measured with the weights
             before the update (data loss over its samples plus regularization).
-        effective_batch_size: samples (loss elements) in this update's window.
+        samples: samples (loss elements: rows, or real tokens) in this update's window.
         micro_steps: micro-batches in this update's window (``accumulation_steps``
             except for a partial window).
         samples_seen: samples of all windows applied so far in the run.
@@ -29,7 +29,7 @@ class Update:
     update: int
     epoch: int
     loss: float
-    effective_batch_size: int
+    samples: int
     micro_steps: int
     samples_seen: int
     seconds: float
@@ -72,8 +72,8 @@ class History(keras.callbacks.History):
         return [u.epoch for u in self.updates]
 
     @property
-    def effective_batch_size(self) -> list[int]:
-        return [u.effective_batch_size for u in self.updates]
+    def samples(self) -> list[int]:
+        return [u.samples for u in self.updates]
 
     @property
     def micro_steps(self) -> list[int]:
@@ -116,3 +116,32 @@ class NonFiniteUpdate(FloatingPointError):
 
     def __reduce__(self):  # picklable, like other exceptions
         return type(self), (self.update, self.epoch, self.loss, self.iterations)
+
+
+class NonFiniteWindow(NonFiniteUpdate):
+    """:class:`gaviz.NonFiniteUpdate` as a :class:`gaviz.Accumulator` raises it: a
+    window's gradient was not finite, so it was not applied and was discarded.
+    An accumulator knows no epoch and no loss (``epoch`` is None, ``loss``
+    nan); ``update`` is ``iterations + 1``.
+
+    Args:
+        iterations: ``optimizer.iterations`` when it was refused (None in a
+            graph, where the message is an assertion's).
+        refused: which windows, as the message says it ("1 window ").
+    """
+
+    def __init__(self, iterations, refused: str = "1 window "):
+        self.iterations, self.refused = iterations, refused
+        self.update = None if iterations is None else iterations + 1
+        self.epoch, self.loss = None, float("nan")
+        kept = "" if iterations is None else f" (optimizer.iterations={iterations})"
+        FloatingPointError.__init__(
+            self,
+            f"The gradient of {refused}is not finite (nan or inf): not applied, and "
+            f"discarded; the model and optimizer keep the update before it{kept}, as "
+            "gaviz.NonFiniteUpdate says of the trainer's windows. Lower the learning rate "
+            "or check the data.",
+        )
+
+    def __reduce__(self):
+        return type(self), (self.iterations, self.refused)

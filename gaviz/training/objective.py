@@ -36,7 +36,7 @@ import tensorflow as tf
 from keras import tree
 
 from gaviz import _keras
-from gaviz.training import row_losses, row_means, window
+from gaviz.training import row_losses, row_means, weighted_losses
 
 #: What a window may be divided by (``normalize``).
 NORMALIZATIONS = ("samples", "weights", "sum")
@@ -274,7 +274,7 @@ class Objective:
         if type(term.loss).__call__ is keras.losses.Loss.__call__:
             return
         values, mask = _values(term.loss, y_true, y_pred)
-        loss_sum, count, weight_sum = window.weighted_loss_sum(values, sample_weight, mask)
+        loss_sum, count, weight_sum = weighted_losses.weighted_loss_sum(values, sample_weight, mask)
         divisor = {"samples": count, "weights": weight_sum, "sum": 1.0}[self.normalize]
         ours = float(tf.math.divide_no_nan(loss_sum, divisor))
         theirs = float(term.loss(y_true, y_pred, sample_weight))
@@ -338,7 +338,7 @@ class Objective:
             if sample_weight is not None and tree.is_nested(sample_weight):
                 weights = _at(term.path, sample_weight)
             values, mask = _values(term.loss, _at(term.path, y_true), _at(term.path, y_pred))
-            parts.append(window.weighted_loss_sum(values, weights, mask))
+            parts.append(weighted_losses.weighted_loss_sum(values, weights, mask))
         if len(self.terms) == 1:
             (term,) = self.terms
             loss_sum, count, weight_sum = parts[0]

@@ -16,8 +16,8 @@ bytes (a second micro-step's gradients) plus an estimate of one micro-batch's
 activations come to at most :data:`OVERLAP_MAX_BYTES`, and when overlapping
 changes no number: nothing in the forward pass changes state (no
 non-trainable variables: no batch statistics, no dropout's seed), the rule
-does not step the optimizer inside the window, the ``on_micro_batch`` hook is
-the exact one, and there is one replica. The sums are added in the same
+is the exact one (no update inside the window, no all-reduce per micro-batch),
+and there is one replica. The sums are added in the same
 order either way (each addition waits for the one before), so the weights
 are those of one micro-step at a time.
 """
@@ -48,8 +48,8 @@ def micro_steps_in_flight(model, rows: int, weight_bytes: int, exact_steps: bool
         model: the Keras model trained.
         rows: rows of a micro-batch.
         weight_bytes: bytes of the trainable weights.
-        exact_steps: the micro-steps only add to the window (the exact rule
-            and ``on_micro_batch`` hook): no update inside a window.
+        exact_steps: the micro-steps only add to the window (the exact
+            rule): no update and no all-reduce inside a window.
         replicas: the strategy's replicas in sync.
     """
     if not exact_steps or replicas != 1 or model.non_trainable_variables:

@@ -4,11 +4,11 @@ A :class:`Rule` is a frozen set of pure functions and switches the window
 loop reads: what one micro-batch contributes to the window, what the window
 is divided by, how many times the weight penalty counts in an update,
 whether each micro-batch's gradient is clipped (with the optimizer's own
-clipping) before it is added or applied on its own, what the next window
-starts from, and how often the optimizer's moving average of the weights
-moves per update. :data:`EXACT` is the rule of the exact trainer;
-the arithmetic pitfalls in :mod:`gaviz.gallery.pitfalls` are the exact trainer with
-another rule.
+clipping) before it is added or applied on its own, whether it is summed
+across replicas as it comes, what the next window starts from, and how
+often the optimizer's moving average of the weights moves per update.
+:data:`EXACT` is the rule of the exact trainer; the arithmetic pitfalls in
+:mod:`gaviz.gallery.pitfalls` are the exact trainer with another rule.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ def normalizer_divisor(normalizer, micro_steps, accumulation_steps):
     return normalizer
 
 
-def fresh_window(sums, fresh, variables):
-    """Exact: the window after a closed one is what the hooks made of it (zeros)."""
+def fresh_window(sums, zeros, variables):
+    """Exact: the window after a closed one starts from zeros."""
     del sums, variables
-    return fresh
+    return zeros
 
 
 def once_per_update(micro_steps):
@@ -60,12 +60,15 @@ class Rule:
             the window's gradient in any case).
         apply_each_micro_batch: also step the optimizer with each
             micro-batch's own mean gradient, as it arrives.
-        next_window: ``(sums, fresh, variables) -> WindowSums``: what the
-            window after a closed one starts from, given the closed window's
-            sums, the fresh start (zeros) and the model's trainable variables;
-            run in replica context, inside the graph.
-        sums_outlive_updates: whether ``next_window`` may start from anything
-            but zeros, so the sums are kept in variables between graph calls.
+        reduce_each_micro_batch: sum each micro-batch across replicas as it
+            comes (PyTorch DDP's behaviour without ``no_sync()``), not the
+            window once.
+        reset: ``(sums, zeros, variables) -> WindowSums``: what the window
+            after a closed one starts from, given the closed window's sums,
+            zeros like them and the model's trainable variables; run in
+            replica context, inside the graph.
+        carries_sums: whether ``reset`` may start from anything but zeros,
+            so that the sums are carried in variables between graph calls.
         schedule_step: ``micro_steps -> step``: the step a learning-rate
             schedule reads at an update, given the micro-batches consumed up
             to the end of its window; None (exact): the optimizer's own
@@ -83,8 +86,9 @@ class Rule:
     penalty_times: Callable = once_per_update
     clip_micro_batches: bool = False
     apply_each_micro_batch: bool = False
-    next_window: Callable = fresh_window
-    sums_outlive_updates: bool = False
+    reduce_each_micro_batch: bool = False
+    reset: Callable = fresh_window
+    carries_sums: bool = False
     schedule_step: Callable | None = None
     ema_updates_before_apply: Callable | None = None
 

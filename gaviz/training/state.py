@@ -5,14 +5,14 @@ checkpoints. Counters are global (the same on every replica). A window's
 sums live in loop tensors inside one graph call; only a window that must
 outlive the call (``tail="carry"``, or a rule whose next window starts
 from the last one's sums) is kept, in a
-:class:`~gaviz.training.window_cycle.WindowStore`, each replica keeping its share.
+:class:`~gaviz.training.window_store.WindowStore`, each replica keeping its share.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from gaviz.training.window_cycle import WindowStore
+from gaviz.training.window_store import WindowStore
 
 
 class TrainerState(tf.Module):
@@ -23,7 +23,7 @@ class TrainerState(tf.Module):
         skipped_windows: windows a loss-scaling optimizer skipped.
         array_cursor: the next row to read when ``fit`` is given arrays.
         window: the open window (its ``micro_steps``; its sums once
-            :meth:`build` is called with ``carry=True``).
+            :meth:`build` is called with ``carries=True``).
     """
 
     def __init__(self, strategy):
@@ -36,9 +36,9 @@ class TrainerState(tf.Module):
             self.array_cursor = _counter("array_cursor")
         self.window = WindowStore(strategy, "carried_window")
 
-    def build(self, variables, carry: bool) -> None:
-        """Creates the window's per-variable sums if windows must outlive a call."""
-        if carry:
+    def build(self, variables, carries: bool) -> None:
+        """Creates the window's per-variable sums if a window may be carried into the next call."""
+        if carries:
             self.window.build(variables, gradients=False)
 
     @property

@@ -1,8 +1,9 @@
 """The exact gradient-accumulation trainer: what a user constructs and calls.
 
 The trainer checks its arguments, compiles the model, owns the state
-(:mod:`gaviz.training.state`) and drives ``fit`` (:mod:`gaviz.training.fitting`). The graph
-code one call runs is in :mod:`gaviz.training.window_loop`: windows of micro-steps
+(:mod:`gaviz.training.state`), builds its window loop from its parts and hands
+``fit`` (:mod:`gaviz.training.fitting`) what it trains. The graph code one call
+runs is in :mod:`gaviz.training.window_loop`: windows of micro-steps
 (:mod:`gaviz.training.forward_backward`), each finished and applied
 (:mod:`gaviz.training.window_cycle`); the arithmetic is in :mod:`gaviz.training.window` and
 :mod:`gaviz.training.rules`.
@@ -30,7 +31,6 @@ from gaviz.training import (
     rules,
     validation,
     verification,
-    window_loop,
 )
 from gaviz.training.forward_backward import ForwardBackward, WeightPenalty, unpack
 from gaviz.training.history import History, Update
@@ -38,9 +38,8 @@ from gaviz.training.objective import NORMALIZATIONS, Objective, check_loss
 from gaviz.training.own_loss import OwnLoss
 from gaviz.training.state import TrainerState
 from gaviz.training.tail import POLICIES, Tail
-from gaviz.training.window import WindowSums
 from gaviz.training.window_cycle import WindowCycle
-from gaviz.training.window_loop import Hooks, WindowLoop
+from gaviz.training.window_loop import WindowLoop
 
 _LOG = logging.getLogger("gaviz")
 
@@ -116,7 +115,7 @@ class AccumulationTrainer(tf.Module):
             weights take at most 16 MiB (XLA's peak holds more copies of
             them; a small model is where it pays), once the trainer has run
             8192 micro-steps in plain graphs (a short run does not pay XLA's
-            compile; ``window_loop.AUTO_XLA_AFTER_MICRO_STEPS``), and leaves
+            compile; ``compiling.AUTO_XLA_AFTER_MICRO_STEPS``), and leaves
             a dataset's micro-steps to TensorFlow (measured faster); for a
             model built at the first ``fit``, it is decided then. Keras's
             own ``"auto"`` differs on a CPU: it leaves XLA off on a machine
@@ -155,23 +154,15 @@ class AccumulationTrainer(tf.Module):
         TypeError, ValueError: an argument is not what is described above.
 
     Subclassing:
-        The arithmetic is data: set the class attribute ``rule`` to a
-        :class:`gaviz.training.rules.Rule` (the pitfall gallery is the exact trainer
-        with other rules and settings: :mod:`gaviz.gallery.pitfalls`). Three hooks
-        change what state does; the trainer hands them to its window loop
-        once, as :class:`gaviz.training.window_loop.Hooks`, and each runs inside the
-        graph, in replica context. AutoGraph is off there, as in Keras's
+        The window is data: set the class attribute ``rule`` to a
+        :class:`gaviz.Rule` (what a micro-batch contributes, the divisor,
+        the weight penalty, clipping, where it is reduced across replicas,
+        what the next window starts from...). The pitfall gallery is the
+        exact trainer with other rules and settings
+        (:mod:`gaviz.gallery.pitfalls`). A rule's functions run inside the
+        graph, in replica context, with AutoGraph off, as in Keras's
         ``train_step``: a decision on a tensor is ``tf.cond`` (or
         ``keras.ops.cond``), not a Python ``if``.
-
-        - ``on_micro_batch(micro) -> WindowSums``: after a micro-batch's
-          backward pass, before it is added to the window.
-        - ``reduce_window(sums) -> WindowSums``: once per window: its sums
-          across replicas (one batched all-reduce).
-        - ``next_window(sums) -> WindowSums``: after a window closes: what
-          the next one starts from (zeros). If it may start from anything
-          but zeros, the rule says so (``Rule(sums_outlive_updates=True)``),
-          so the sums are kept in variables between calls.
     """
 
     #: The window's arithmetic (gaviz.training.rules.EXACT: sum, then divide once).
@@ -194,13 +185,14 @@ class AccumulationTrainer(tf.Module):
         super().__init__(name="accumulation_trainer")
         _keras.check_version()
         checks.check_model(model)
-        self.strategy = checks.check_strategy(strategy, model)
+        self.strategy = checks.check_strategy(strategy, model.variables, checks.MODEL_UNDER_STRATEGY)
         if optimizer is not None:
             checks.check_optimizer(optimizer)
         self.tail = checks.check_one_of("tail", tail, POLICIES)
         if normalize is not None:
             checks.check_one_of("normalize", normalize, NORMALIZATIONS)
-        self.accumulation_steps = checks.check_accumulation_steps(accumulation_steps)
+        self.schedule = checks.Schedule(accumulation_steps)
+        self.accumulation_steps = self.schedule.accumulation_steps
         self.windows_per_call = checks.check_windows_per_call(windows_per_call)
         self.call_size = call_size.CallSize(
             self.windows_per_call, call_size.worker_count(self.strategy)
@@ -208,12 +200,16 @@ class AccumulationTrainer(tf.Module):
         self.model = model
         self._jit_compile_asked = checks.check_one_of("jit_compile", jit_compile,
                                                       ("auto", True, False))
-        batch_layers.warn_batch_dependent(model, "k" if callable(accumulation_steps)
+        batch_layers.warn_batch_dependent(model, "k" if self.schedule.varies
                                           else self.accumulation_steps)
         self._compile(optimizer, loss, normalize, metrics, loss_weights)
         self.state = TrainerState(self.strategy)
-        #: Whether a window may outlive a graph call (its sums then live in the state).
-        self._keeps_windows = Tail(self.tail).carries or self.rule.sums_outlive_updates
+        #: Whether a window may be carried into the next graph call (its sums
+        #: then live in the state).
+        self._carries = Tail(self.tail).carries or self.rule.carries_sums
+        #: Micro-steps run at once (:mod:`gaviz.training.overlap`): decided on
+        #: the first micro-batch, before the window loop's first trace.
+        self.micro_steps_in_flight = None
         self._built, self._checked_spec, self._trained = False, None, []
         self._state_watched = False  # layers updating their own state: checked once
         self._build_when_built()
@@ -230,17 +226,16 @@ class AccumulationTrainer(tf.Module):
             penalty=None if makes_loss.includes_weight_penalty else WeightPenalty(self.model),
             skipped_windows=self.state.skipped_windows,
         )
-        hooks = Hooks(self.on_micro_batch, self.reduce_window, self.next_window)
-        xla = window_loop.xla_mode(self.model, self._jit_compile_asked)
+        xla = compiling.xla_mode(self.model, self._jit_compile_asked)
         #: Whether XLA compiles the window loop or its micro-steps (what
         #: ``jit_compile="auto"`` chose, as Keras's ``model.jit_compile`` says).
         self.jit_compile = xla != "off"
         _LOG.info("gaviz: jit_compile=%r for %s: XLA %s", self._jit_compile_asked,
-                  self.model.name, window_loop.XLA_MODES[xla].says)
+                  self.model.name, compiling.XLA_MODES[xla].says)
         return WindowLoop(
-            forward_backward, cycle, self.state, self.strategy, hooks, self.rule, self.tail,
+            forward_backward, cycle, self.state, self.strategy, self.rule, Tail(self.tail),
             loss_tracker=_keras.loss_tracker(self.model), capacity=self.call_size.capacity,
-            xla=xla,
+            xla=xla, micro_steps_in_flight=self.micro_steps_in_flight or 1,
         )
 
     def _compile(self, optimizer, loss, normalize, metrics, loss_weights):
@@ -289,7 +284,7 @@ class AccumulationTrainer(tf.Module):
                 "then create the trainer and restore."
             )
         variables = self.model.trainable_variables
-        self.state.build(variables, carry=self._keeps_windows)
+        self.state.build(variables, carries=self._carries)
         with self.strategy.scope():
             self.optimizer.build(variables)
         self._built, self._trained = True, [id(v) for v in variables]
@@ -335,7 +330,7 @@ class AccumulationTrainer(tf.Module):
     skipped_windows = property(
         lambda self: self.state.skipped_windows, doc="Windows a loss-scaling optimizer skipped."
     )
-    accumulators = property(
+    carried_sums = property(
         lambda self: self.state.window.gradient_sums,
         doc="A carried window's gradient sums, per replica.",
     )
@@ -353,11 +348,7 @@ class AccumulationTrainer(tf.Module):
 
     def accumulation_steps_for(self, epoch: int) -> int:
         """k in ``epoch`` (counted from 1): the int, or the schedule's value."""
-        if not callable(self.accumulation_steps):
-            return self.accumulation_steps
-        return checks.check_positive_int(
-            f"accumulation_steps({epoch})", self.accumulation_steps(epoch)
-        )
+        return self.schedule(epoch)
 
     def effective_batch_size(self, micro_batch_size: int, epoch: int = 1) -> int:
         """Samples in a full window: ``micro_batch_size * k * num_replicas``.
@@ -366,20 +357,6 @@ class AccumulationTrainer(tf.Module):
         """
         micro_batch_size = checks.check_positive_int("micro_batch_size", micro_batch_size)
         return micro_batch_size * self.accumulation_steps_for(epoch) * self.num_replicas
-
-    # --------------------------------------------------------------- hooks
-
-    def on_micro_batch(self, micro: WindowSums) -> WindowSums:
-        """What a micro-batch adds, after its backward pass (exact: unchanged)."""
-        return window_loop.keep(micro)
-
-    def reduce_window(self, sums: WindowSums) -> WindowSums:
-        """The window's one all-reduce: every sum, in one batch."""
-        return window_loop.all_reduce(sums)
-
-    def next_window(self, sums: WindowSums) -> WindowSums:
-        """What the window after a closed one starts from (exact: zeros)."""
-        return window_loop.start_afresh(sums)
 
     # ---------------------------------------------------------- Python side
 
@@ -469,8 +446,8 @@ class AccumulationTrainer(tf.Module):
         epochs = checks.check_int_at_least("epochs", epochs, 0)  # 0: nothing, as Keras
         validation_freq = checks.check_validation_freq(validation_freq)
         initial_epoch = checks.check_int_at_least("initial_epoch", initial_epoch, 0)
-        updates = checks.check_callbacks(on_update)
-        checks.check_backups(callbacks, self._keeps_windows)
+        updates = checks.check_on_update(on_update)
+        checks.check_backups(callbacks, self._carries)
         if verify:
             verification.required(self.verify(x, y, batch_size, sample_weight, class_weight),
                                   verbose)
@@ -482,7 +459,7 @@ class AccumulationTrainer(tf.Module):
         k = self.accumulation_steps_for(initial_epoch + 1)
         validator = validation.Validation.make(
             feed.validation_data,
-            validation_batch_size or feed.effective_batch_size(k),
+            validation_batch_size or feed.big_batch_size(k),
             validation_freq,
             validation_steps and checks.check_positive_int("validation_steps", validation_steps),
             targets=self._needs_targets,
@@ -493,7 +470,7 @@ class AccumulationTrainer(tf.Module):
             state_watch, self._state_watched = batch_layers.StateWatch(self.model), True
         training = fitting.Training(
             self.model, self.optimizer, self.window_loop, self.call_size,
-            self.accumulation_steps_for, Tail(self.tail), self.state.micro_steps_in_window,
+            self.schedule, Tail(self.tail), self.state.micro_steps_in_window,
         )
         return fitting.fit(training, feed, range(initial_epoch + 1, epochs + 1), updates,
                            callbacks, verbose, validator, state_watch)
@@ -567,14 +544,14 @@ class AccumulationTrainer(tf.Module):
             # variables must exist before the graph is traced).
             _keras.symbolic_build(self.model, tuple(first))
         self._checked_spec = feed.element_spec
-        if self.window_loop.micro_steps_in_flight is None:  # before its first trace
-            self.window_loop.micro_steps_in_flight = overlap.micro_steps_in_flight(
+        if self.micro_steps_in_flight is None:  # before the loop's first trace
+            self.micro_steps_in_flight = overlap.micro_steps_in_flight(
                 self.model, int(tf.nest.flatten(x)[0].shape[0]),
-                window_loop.weight_bytes(self.model),
-                exact_steps=(self.rule == rules.EXACT
-                             and type(self).on_micro_batch is AccumulationTrainer.on_micro_batch),
+                compiling.weight_bytes(self.model), exact_steps=self.rule == rules.EXACT,
                 replicas=self.strategy.num_replicas_in_sync,
             )
+        if self.window_loop.micro_steps_in_flight != self.micro_steps_in_flight:
+            self.window_loop = self._window_loop()
 
     def _check_own_losses(self, feed):
         """Checks the loss, on rows drawn from across the data: a compiled loss
@@ -582,7 +559,7 @@ class AccumulationTrainer(tf.Module):
         model's compute_loss and what its layers add with add_loss. Refused
         where the trainer cannot take it exactly, said (by name) where
         accumulation cannot be exact."""
-        accumulates = callable(self.accumulation_steps) or self.accumulation_steps > 1
+        accumulates = self.schedule.accumulates()
         # At one micro-batch a window, a window is Model.fit's batch: rows may couple.
         compiled = self.own_loss is None and accumulates and self.objective.unknown_terms()
         if not compiled and self.own_loss is None and not added_loss.may_add_losses(self.model):

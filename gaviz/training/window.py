@@ -23,6 +23,8 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
+from gaviz.training import verdicts
+
 
 class WindowSums(NamedTuple):
     """The running sums of a window, or what one micro-batch adds to them.
@@ -50,8 +52,8 @@ class WindowResult(NamedTuple):
 
     Attributes:
         applied: an update was applied (not skipped by loss scaling).
-        due: the window was complete, or a flushed partial window.
-        finite: its loss and gradient were finite.
+        verdict: the window's verdict (:mod:`gaviz.training.verdicts`):
+            ``NOT_DUE``, ``ACCEPTED`` or why it was refused.
         exhausted: the dataset ran out during this window.
         loss: the window's loss: summed loss / divisor + weight regularization.
         sample_count: samples (loss elements) in the window.
@@ -62,8 +64,7 @@ class WindowResult(NamedTuple):
     """
 
     applied: bool
-    due: bool
-    finite: bool
+    verdict: int
     exhausted: bool
     loss: float
     sample_count: float
@@ -76,8 +77,13 @@ class WindowResult(NamedTuple):
         """One float64 vector (float64 holds every field exactly), read in one copy."""
         return tf.stack([tf.cast(value, tf.float64) for value in self])
 
+    @property
+    def due(self) -> bool:
+        """The window was full, or a partial window the tail applies."""
+        return self.verdict != verdicts.NOT_DUE
+
     @classmethod
-    def unpack(cls, row) -> "WindowResult":
+    def read(cls, row) -> "WindowResult":
         """The Python values of a packed row (a numpy vector)."""
         return cls(*(kind(value) for kind, value in zip(_RESULT_TYPES, row)))
 
@@ -86,14 +92,14 @@ def _int(value) -> int:
     return int(round(float(value)))
 
 
-_RESULT_TYPES = (bool, bool, bool, bool, float, float, _int, _int, _int, float)
+_RESULT_TYPES = (bool, _int, bool, float, float, _int, _int, _int, float)
 
 
 def zeros(variables) -> WindowSums:
     """An empty window for ``variables``: every sum zero."""
     zero = tf.constant(0.0)
     return WindowSums(
-        [tf.zeros(v.shape, dtype=accumulator_dtype(v)) for v in variables], zero, zero, zero, zero
+        [tf.zeros(v.shape, dtype=sum_dtype(v)) for v in variables], zero, zero, zero, zero
     )
 
 
@@ -109,24 +115,30 @@ def add(sums: WindowSums, micro: WindowSums) -> WindowSums:
     )
 
 
-def of_mean(gradients, count, variables) -> WindowSums:
+def of_mean(gradients, count, variables, replicas: int = 1) -> WindowSums:
     """What a micro-batch adds, given the gradients of its loss that is a mean
     over ``count`` items: ``count * gradient``, the gradient of its summed loss
     (None, a variable the loss does not reach, adds zeros; sparse gradients
-    stay sparse until :func:`add`). The loss itself is not known here (0)."""
+    stay sparse until :func:`add`). The loss itself is not known here (0).
+
+    ``replicas``: a replica's loss divided by the number of replicas (as
+    Keras's losses do under a strategy) is brought back to its sum by
+    ``count * replicas``; the count added is still ``count``.
+    """
     count = tf.cast(count, tf.float32)
+    scale = count * float(replicas)
     summed = []
     for g, v in zip(gradients, variables):
-        dtype = accumulator_dtype(v)
+        dtype = sum_dtype(v)
         if g is None:
             summed.append(tf.zeros(v.shape, dtype))
         elif isinstance(g, tf.IndexedSlices):
-            values = tf.math.multiply_no_nan(tf.cast(g.values, dtype), tf.cast(count, dtype))
+            values = tf.math.multiply_no_nan(tf.cast(g.values, dtype), tf.cast(scale, dtype))
             summed.append(tf.IndexedSlices(values, g.indices, g.dense_shape))
         else:
             # An empty replica share (count 0) adds zeros, even where its
             # loss's 0/0 made the gradient NaN.
-            summed.append(tf.math.multiply_no_nan(tf.cast(g, dtype), tf.cast(count, dtype)))
+            summed.append(tf.math.multiply_no_nan(tf.cast(g, dtype), tf.cast(scale, dtype)))
     zero = tf.constant(0.0)
     return WindowSums(summed, zero, count, count, zero)
 
@@ -146,7 +158,7 @@ def densify(gradient, like, dtype):
     return tf.cast(gradient, dtype)
 
 
-def finish(gradients, divisor, regularization_gradients=None) -> list:
+def divide(gradients, divisor, regularization_gradients=None) -> list:
     """The window's gradient: summed gradients over the divisor, plus regularization.
 
     ``g = sum / divisor + grad(penalty)``. A zero divisor (an empty window)
@@ -156,54 +168,6 @@ def finish(gradients, divisor, regularization_gradients=None) -> list:
     if regularization_gradients is not None:
         grads = [g + tf.cast(r, g.dtype) for g, r in zip(grads, regularization_gradients)]
     return grads
-
-
-def weighted_loss_sum(per_sample_losses, sample_weight=None, mask=None):
-    """Sums per-sample losses times their weights; counts samples and weight.
-
-    Args:
-        per_sample_losses: tensor of shape ``(batch, ...)``: one loss per
-            sample (or per token, per pixel...).
-        sample_weight: optional tensor broadcastable to ``per_sample_losses``
-            once trailing axes are added; ``(batch,)``, ``(batch, 1)`` or the
-            full shape.
-        mask: optional boolean tensor of the losses' shape (a Keras mask:
-            ``Embedding(mask_zero=True)``, ``ignore_class``): masked elements
-            add nothing and are not counted.
-
-    Returns:
-        ``(loss_sum, sample_count, weight_sum)``, float32 scalars.
-        ``sample_count`` is the number of unmasked loss elements, the divisor
-        of Keras's ``sum_over_batch_size``; ``weight_sum`` is the total weight
-        over those elements (the number of real tokens when weights mask
-        padding), equal to ``sample_count`` without weights.
-    """
-    losses = tf.cast(per_sample_losses, tf.float32)
-    weight = None if sample_weight is None else _weights_like(sample_weight, losses)
-    if mask is not None:
-        valid = tf.cast(tf.broadcast_to(_like(mask, losses), tf.shape(losses)), tf.float32)
-        weight = valid if weight is None else weight * valid
-        count = tf.reduce_sum(valid)
-    else:
-        count = tf.cast(tf.size(per_sample_losses), tf.float32)
-    if weight is None:
-        return tf.reduce_sum(losses), count, count
-    return tf.reduce_sum(losses * weight), count, tf.reduce_sum(weight)
-
-
-def _weights_like(sample_weight, losses):
-    """Sample weights broadcast to the losses' shape, float32."""
-    weight = _like(tf.cast(sample_weight, tf.float32), losses)
-    return tf.broadcast_to(weight, tf.shape(losses))
-
-
-def _like(values, losses):
-    """``values`` with the losses' rank: (batch,) gains trailing axes, (batch, 1) loses one."""
-    while values.shape.rank is not None and values.shape.rank < losses.shape.rank:
-        values = tf.expand_dims(values, -1)
-    if values.shape.rank is not None and values.shape.rank > losses.shape.rank:
-        values = tf.reshape(values, tf.shape(losses))
-    return values
 
 
 def _divide(tensors, divisor) -> list:
@@ -235,7 +199,7 @@ def all_finite(loss, gradients):
     return tf.reduce_all(tf.stack(checks))
 
 
-def accumulator_dtype(variable):
+def sum_dtype(variable):
     """float32 for every variable but float64 ones.
 
     Half-precision variables still accumulate in float32: summing many small

@@ -7,21 +7,23 @@ After its micro-batches are added (:func:`gaviz.training.window.add`), a window 
 2. **finished**: divided once (the rule's divisor: the window's count, or
    nothing for a ``"sum"`` loss), the weight penalty added, and found finite
    or not (:meth:`WindowCycle.finish`);
-3. **judged**: due or not, and refused where a count is invalid, the gradient
-   is not finite, or its variables with a gradient are not among those the
-   update was traced for (:meth:`WindowCycle.judge`, a :data:`verdict <APPLIED>`);
-4. **applied**: one optimizer step, of the variables that had a gradient, in
+3. **judged**: due or not (the :class:`~gaviz.training.tail.Tail` decides),
+   and refused where a count is invalid, the gradient is not finite
+   (:meth:`WindowCycle.finite`), or its variables with a gradient are not
+   among those the update was traced for (:meth:`WindowCycle.judge`, a
+   :data:`verdict <ACCEPTED>`; :mod:`gaviz.training.refusals` says a refusal);
+4. **applied**: one optimizer update, of the variables that had a gradient
+   (:meth:`WindowCycle.patterns`, :meth:`WindowCycle.chosen`), in
    cross-replica context, so that the optimizer clips the window's gradient; a
    loss-scaling optimizer may skip it, which is counted (:meth:`WindowCycle.apply`);
-5. **emptied**: the next window starts from zeros, or from what the rule says
-   (:meth:`WindowCycle.empty`).
+5. **reset**: where the tail closes it (:func:`closing`), the next window
+   starts from zeros, or from what the rule says (:meth:`WindowCycle.reset`).
 
-Where the sums live is what varies: in loop tensors inside one graph call,
-the trainer's fast path (:mod:`gaviz.training.window_loop`), or in
-replica-local variables, a :class:`WindowStore`: the Accumulator's window,
+Each decision is made here once, for both; where the sums live is what
+varies: in loop tensors inside one graph call, the trainer's fast path
+(:mod:`gaviz.training.window_loop`), or in replica-local variables, a
+:class:`~gaviz.training.window_store.WindowStore`: the Accumulator's window,
 which spans calls, and a window the trainer carries into the next epoch.
-How a refused window is said varies too: the trainer reports each window to
-Python, which raises; the Accumulator raises or asserts (accumulator.py).
 """
 
 from __future__ import annotations
@@ -35,12 +37,15 @@ import tensorflow as tf
 
 from gaviz import _keras
 from gaviz.training import optimizers, rules, window
+from gaviz.training.verdicts import (  # noqa: F401 (the cycle's verdicts)
+    ACCEPTED,
+    BAD_COUNT,
+    NOT_DUE,
+    NOT_FINITE,
+    REFUSALS,
+    UNFORESEEN_GRADIENTS,
+)
 from gaviz.training.window import WindowSums
-
-#: A window's verdict, an int32 in the graph: not due, applied, or refused (why).
-NOT_DUE, APPLIED, BAD_COUNT, NOT_FINITE, UNFORESEEN_GRADIENTS = -1, 0, 1, 2, 3
-#: The verdicts that refuse a due window: it is discarded, not applied.
-REFUSALS = (BAD_COUNT, NOT_FINITE, UNFORESEEN_GRADIENTS)
 
 
 class Finished(NamedTuple):
@@ -83,29 +88,36 @@ class WindowCycle:
 
     # ------------------------------------------------------------ 2. finish
 
-    def finish(self, totals: WindowSums, steps, k, count=None) -> Finished:
+    def finish(self, totals: WindowSums, micro_steps_in_window, k, count=None) -> Finished:
         """The window's loss and gradient: its sums divided once (the rule's
         divisor of the window's ``count``, by default ``totals.normalizer``)
         plus the weight penalty (counted as the rule says). ``totals`` may be
         one replica's share of the window, given its total ``count``."""
-        penalty, penalty_grads = self._penalty(steps)
+        penalty, penalty_grads = self._penalty(micro_steps_in_window)
         count = totals.normalizer if count is None else count
-        divisor = self.rule.divisor(count, steps, k)
+        divisor = self.rule.divisor(count, micro_steps_in_window, k)
         if not self.divides:
             divisor = tf.ones_like(divisor)
         loss = tf.math.divide_no_nan(totals.loss_sum, divisor) + penalty
-        grads = window.finish(totals.gradients, divisor, penalty_grads)
-        if self.loss_scaled:
-            return Finished(loss, grads, tf.reduce_all(tf.math.is_finite(loss)))
-        return Finished(loss, grads, window.all_finite(loss, grads))
+        grads = window.divide(totals.gradients, divisor, penalty_grads)
+        return Finished(loss, grads, self.finite(loss, lambda: window.all_finite(0.0, grads)))
 
-    def _penalty(self, steps):
+    def finite(self, loss, gradients_finite: Callable):
+        """Whether a window counts as finite: its loss, and without a loss
+        scale its gradient too (``gradients_finite()``, a boolean tensor);
+        with one, the optimizer skips an overflowing gradient itself."""
+        finite = tf.reduce_all(tf.math.is_finite(loss))
+        if self.loss_scaled:
+            return finite
+        return tf.logical_and(finite, gradients_finite())
+
+    def _penalty(self, micro_steps_in_window):
         if not self.penalized():
             return tf.constant(0.0), None
         penalty, grads = self.penalty()
-        times = self.rule.penalty_times(steps)
+        times = self.rule.penalty_times(micro_steps_in_window)
         variables = self.variables()
-        grads = [tf.zeros(v.shape, window.accumulator_dtype(v)) if g is None
+        grads = [tf.zeros(v.shape, window.sum_dtype(v)) if g is None
                  else g * tf.cast(times, g.dtype) for g, v in zip(grads, variables)]
         return penalty * times, grads
 
@@ -117,11 +129,11 @@ class WindowCycle:
 
     def judge(self, due, finite, count=None, invalid=None, foreseen=None):
         """The verdict on a window: ``NOT_DUE`` where ``due`` is false, else
-        ``APPLIED`` or a refusal: ``BAD_COUNT`` (an ``invalid`` count of a
+        ``ACCEPTED`` or a refusal: ``BAD_COUNT`` (an ``invalid`` count of a
         micro-batch, or a total ``count`` not > 0), ``NOT_FINITE`` (``finite``
         false), or ``UNFORESEEN_GRADIENTS`` (``foreseen`` false: its variables
         with a gradient are not among those the update was traced for)."""
-        verdict = tf.constant(APPLIED)
+        verdict = tf.constant(ACCEPTED)
         if foreseen is not None:
             verdict = tf.where(foreseen, verdict, UNFORESEEN_GRADIENTS)
         verdict = tf.where(finite, verdict, NOT_FINITE)
@@ -132,19 +144,46 @@ class WindowCycle:
             verdict = tf.where(bad, BAD_COUNT, verdict)
         return tf.where(due, verdict, NOT_DUE)
 
+    # ------------------------------------------- 4. which variables update
+
+    def patterns(self, seen) -> list:
+        """The sets of variables (sorted index tuples) an update traced now
+        may step: every union of ``seen``, the sets of variables the
+        micro-steps traced so far gave a gradient (None: all), each with
+        those the weight penalty reaches. Keras's optimizer leaves the others
+        out, as ``Model.fit`` leaves out a variable the loss does not reach."""
+        every = frozenset(range(len(self.variables())))
+        unions = set()
+        for pattern in seen or [every]:
+            unions |= {pattern} | {pattern | other for other in unions}
+        return sorted(tuple(sorted(p | self.penalized())) for p in unions)
+
+    @staticmethod
+    def chosen(patterns, had_gradient=None):
+        """The index in ``patterns`` of the window's variables with a gradient
+        (``had_gradient``, a boolean per variable; None: the one pattern), or
+        ``len(patterns)`` when it is none of them."""
+        if had_gradient is None:
+            return tf.constant(0)
+        table = tf.constant([[i in p for i in range(had_gradient.shape[0])] for p in patterns],
+                            tf.bool)
+        matches = tf.reduce_all(tf.equal(table, had_gradient[tf.newaxis]), axis=1)
+        first = tf.argmax(tf.cast(matches, tf.int32), output_type=tf.int32)
+        return tf.where(tf.reduce_any(matches), first, len(patterns))
+
     # -------------------------------------------------------------- 4. apply
 
-    def apply(self, applies, grads, patterns=None, chosen=0, micro_steps=None, steps=None,
-              per_replica=None):
-        """Steps the optimizer with ``grads`` where ``applies`` (a boolean
-        tensor); returns whether an update really happened (a loss-scaling
-        optimizer may skip one: counted in ``skipped_windows``).
+    def apply(self, accepted, grads, patterns, chosen=0, micro_step=None,
+              micro_steps_in_window=None, per_replica=None):
+        """Updates with ``grads`` where ``accepted`` (a boolean tensor);
+        returns whether an update really happened (a loss-scaling optimizer
+        may skip one: counted in ``skipped_windows``).
 
         ``patterns``: the sets of variables (by index) that may have had a
-        gradient, ``chosen`` the one this window had (each is a branch with a
-        whole optimizer step); None: every variable. ``micro_steps`` (the
-        micro-batches consumed by the window's end) and ``steps`` (the
-        window's micro-steps) are read only by a rule with a
+        gradient (:meth:`patterns`), ``chosen`` the one this window had (each
+        is a branch with a whole optimizer update). ``micro_step`` (the
+        micro-batches consumed by the window's end) and
+        ``micro_steps_in_window`` are read only by a rule with a
         ``schedule_step`` or ``ema_updates_before_apply``.
 
         Where the gradient is reduced across replicas varies, as data:
@@ -161,56 +200,63 @@ class WindowCycle:
           replica context; and the decision is taken outside it, since a
           ``cond`` around a step inside a replica fails (keras-team/keras#20582).
         """
-        patterns = patterns or [tuple(range(len(self.variables())))]
-        branches = [self._stepping(grads, p, micro_steps, steps, per_replica) for p in patterns]
+        branches = [self._updating(grads, p, micro_step, micro_steps_in_window, per_replica)
+                    for p in patterns]
         action = branches[0] if len(branches) == 1 else (
             lambda: tf.switch_case(chosen, [_returning_true(b) for b in branches]))
         if not self.loss_scaled:
-            return when(applies, action)
+            return when(accepted, action)
         before = tf.identity(self.optimizer.iterations.value)
-        when(applies, action)
-        skipped = tf.logical_and(applies, tf.equal(self.optimizer.iterations.value, before))
+        when(accepted, action)
+        skipped = tf.logical_and(accepted, tf.equal(self.optimizer.iterations.value, before))
         if self.skipped_windows is not None:
             when(skipped, lambda: self.skipped_windows.assign_add(1))
-        return tf.logical_and(applies, tf.logical_not(skipped))
+        return tf.logical_and(accepted, tf.logical_not(skipped))
 
-    def _stepping(self, grads, pattern, micro_steps, steps, per_replica):
-        """The optimizer step of one pattern, as a function of nothing."""
+    def _updating(self, grads, pattern, micro_step, micro_steps_in_window, per_replica):
+        """The optimizer update of one pattern, as a function of nothing."""
         if per_replica is None:
-            return functools.partial(self.step, grads, pattern, micro_steps, steps)
+            return functools.partial(self.update, grads, pattern, micro_step,
+                                     micro_steps_in_window)
         return lambda: per_replica.extended.call_for_each_replica(
-            lambda: self.step(grads(), pattern, micro_steps, steps))
+            lambda: self.update(grads(), pattern, micro_step, micro_steps_in_window))
 
-    def step(self, grads, pattern=None, micro_steps=None, steps=None):
-        """One optimizer step with ``grads`` (float32 sums over the count), of
-        the variables in ``pattern`` (by index; None: all): the others get
-        None, which Keras's optimizer leaves out (not moved, not decayed, and
-        named in its warning), as ``Model.fit`` leaves out a variable the loss
-        does not reach. A window that gave no variable a gradient steps none."""
+    def update(self, grads, pattern, micro_step=None, micro_steps_in_window=None):
+        """One optimizer update with ``grads`` (float32 sums over the count),
+        of the variables in ``pattern`` (by index): the others get None,
+        which Keras's optimizer leaves out (not moved, not decayed, and named
+        in its warning), as ``Model.fit`` leaves out a variable the loss does
+        not reach. A window that gave no variable a gradient updates none."""
         variables = self.variables()
-        if pattern is not None:
-            if not pattern:
-                return
-            if self.hands_left_out:
-                grads = [g if i in pattern else None for i, g in enumerate(grads)]
-            else:
-                grads, variables = [grads[i] for i in pattern], [variables[i] for i in pattern]
-        if self.rule.ema_updates_before_apply is not None and steps is not None:
-            _move_average(self.optimizer, variables, self.rule.ema_updates_before_apply(steps))
+        if not pattern:
+            return
+        if self.hands_left_out:
+            grads = [g if i in pattern else None for i, g in enumerate(grads)]
+        else:
+            grads, variables = [grads[i] for i in pattern], [variables[i] for i in pattern]
+        if self.rule.ema_updates_before_apply is not None and micro_steps_in_window is not None:
+            _move_average(self.optimizer, variables,
+                          self.rule.ema_updates_before_apply(micro_steps_in_window))
         schedule_step = None
-        if self.rule.schedule_step is not None and micro_steps is not None:
-            schedule_step = self.rule.schedule_step(micro_steps)
+        if self.rule.schedule_step is not None and micro_step is not None:
+            schedule_step = self.rule.schedule_step(micro_step)
         with _schedule_read_at(self.optimizer, schedule_step):
             apply_to(self.optimizer, grads, variables)
 
-    # -------------------------------------------------------------- 5. empty
+    # -------------------------------------------------------------- 5. reset
 
-    def empty(self, sums: WindowSums, fresh: WindowSums | None = None) -> WindowSums:
-        """What the window after ``sums`` starts from: ``fresh`` (zeros by
-        default) as the rule has it (exact: ``fresh`` itself)."""
-        if fresh is None:
-            fresh = tf.nest.map_structure(tf.zeros_like, sums)
-        return self.rule.next_window(sums, fresh, self.variables())
+    def reset(self, sums: WindowSums) -> WindowSums:
+        """What the window after ``sums`` starts from: zeros, as the rule has
+        it (exact: zeros)."""
+        return self.rule.reset(sums, tf.nest.map_structure(tf.zeros_like, sums),
+                               self.variables())
+
+
+def closing(closes, close: Callable, stay: Callable):
+    """``close()`` where the tail closes the window (``closes``: a Python
+    True, or a boolean tensor where only ``"carry"`` may keep one open),
+    else ``stay()``: no conditional over every sum where every window closes."""
+    return close() if closes is True else tf.cond(closes, close, stay)
 
 
 # ---------------------------------------------------------------- 1. reduce
@@ -229,95 +275,6 @@ def reduced(strategy, replica_fn):
     replica (it all-reduces), as one value."""
     per_replica = strategy.extended.call_for_each_replica(replica_fn)
     return strategy.experimental_local_results(per_replica)[0]
-
-
-# ---------------------------------------------------------------- the store
-
-class WindowStore(tf.Module):
-    """A window whose sums live in variables, each replica keeping its share
-    (read across replicas: the sum): the Accumulator's, which spans calls, and
-    the trainer's when it carries a window into the next epoch.
-
-    Attributes:
-        gradient_sums: per variable, its summed gradient (after :meth:`build`
-            with ``gradients=True``; float32, float64 for float64 variables).
-        loss_sum, sample_count, normalizer, rows: the window's scalar sums.
-        micro_steps: micro-batches in the window (the same on every replica).
-        invalid_counts: micro-batches whose count was invalid (the
-            Accumulator's, added where XLA dropped the check).
-        had_gradient: per variable, whether a micro-batch gave it a gradient
-            (the Accumulator's; after :meth:`build`).
-    """
-
-    def __init__(self, strategy, name: str = "window"):
-        super().__init__(name=name)
-        self.strategy = strategy
-        with strategy.scope():
-            self.loss_sum = _replica_local(0.0, "loss_sum")
-            self.sample_count = _replica_local(0.0, "sample_count")
-            self.normalizer = _replica_local(0.0, "normalizer")
-            self.rows = _replica_local(0.0, "rows")
-            self.invalid_counts = _replica_local(0.0, "invalid_counts")
-            self.micro_steps = _same_on_every_replica(0, tf.int64, "micro_steps")
-        self.gradient_sums, self.had_gradient = [], None
-
-    def build(self, variables, gradients: bool = True) -> None:
-        """Creates the per-variable sums (once; ``gradients``: also the flags
-        of which variables had a gradient)."""
-        if self.gradient_sums:
-            return
-        with self.strategy.scope():
-            self.gradient_sums = [
-                _replica_local(tf.zeros(v.shape, window.accumulator_dtype(v)), _sum_name(v))
-                for v in variables
-            ]
-            if gradients:
-                self.had_gradient = _same_on_every_replica([False] * len(variables), tf.bool,
-                                                           "had_gradient")
-
-    def forget(self) -> None:
-        """Drops the per-variable sums (the variables they were made for
-        changed): :meth:`build` makes new ones."""
-        self.gradient_sums, self.had_gradient = [], None
-
-    @property
-    def built(self) -> bool:
-        return bool(self.gradient_sums)
-
-    def read(self, variables=None) -> WindowSums:
-        """This replica's share of the window (zeros for ``variables`` when
-        not built)."""
-        if not self.built:
-            return window.zeros(variables)
-        return WindowSums([s.read_value() for s in self.gradient_sums],
-                          self.loss_sum.read_value(), self.sample_count.read_value(),
-                          self.normalizer.read_value(), self.rows.read_value())
-
-    def write(self, sums: WindowSums) -> None:
-        """Keeps this replica's share of ``sums``."""
-        for total, value in zip(self.gradient_sums, sums.gradients):
-            total.assign(value)
-        self.loss_sum.assign(sums.loss_sum)
-        self.sample_count.assign(sums.sample_count)
-        self.normalizer.assign(sums.normalizer)
-        self.rows.assign(sums.rows)
-
-    def add(self, micro: WindowSums, invalid=0.0, reached=None) -> None:
-        """Adds one micro-batch (this replica's share), ``invalid`` if its count
-        was, and ``reached``: which variables it gave a gradient."""
-        self.write(window.add(self.read(), micro))
-        self.invalid_counts.assign_add(tf.cast(invalid, tf.float32))
-        if reached is not None:
-            self.had_gradient.assign(tf.logical_or(self.had_gradient.read_value(), reached))
-        self.micro_steps.assign_add(1)
-
-    def restart(self, sums: WindowSums) -> None:
-        """This replica's share of the next window: ``sums`` (an emptied one)."""
-        self.write(sums)
-        self.invalid_counts.assign(0.0)
-        if self.had_gradient is not None:
-            self.had_gradient.assign(tf.zeros_like(self.had_gradient.read_value()))
-        self.micro_steps.assign(0)
 
 
 # ------------------------------------------------------------------ helpers
@@ -375,26 +332,3 @@ def _move_average(optimizer, variables, times):
         return done + 1
 
     tf.while_loop(lambda done: done < times, move, [tf.zeros_like(times)])
-
-
-def _replica_local(initial_value, name):
-    """A variable each replica updates on its own; read across replicas, the sum."""
-    return tf.Variable(
-        initial_value, trainable=False, name=name,
-        synchronization=tf.VariableSynchronization.ON_READ,
-        aggregation=tf.VariableAggregation.SUM,
-    )
-
-
-def _same_on_every_replica(initial_value, dtype, name):
-    """A variable every replica updates alike; read across replicas, the first's."""
-    return tf.Variable(
-        initial_value, dtype=dtype, trainable=False, name=name,
-        synchronization=tf.VariableSynchronization.ON_READ,
-        aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-    )
-
-
-def _sum_name(variable) -> str:
-    name = getattr(variable, "path", None) or variable.name
-    return "gradient_sum_" + name.replace("/", "_").replace(":", "_")

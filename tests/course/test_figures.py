@@ -60,7 +60,7 @@ def readable(ax, name):
 def _history(losses):
     from gaviz.training.history import History, Update
 
-    return History([Update(update=i + 1, epoch=1, loss=loss, effective_batch_size=64,
+    return History([Update(update=i + 1, epoch=1, loss=loss, samples=64,
                            micro_steps=4, samples_seen=64 * (i + 1), seconds=0.1 * i)
                     for i, loss in enumerate(losses)])
 

@@ -156,7 +156,7 @@ def test_window_sizes_match_the_trainers_histories(regression_data, num_samples,
         )
         history = trainer.fit(data, epochs=2)
         got = tail_solution.window_sizes(num_samples, micro_batch_size, accumulation_steps, tail, epochs=2)
-        assert got == history.effective_batch_size, tail
+        assert got == history.samples, tail
 
 
 def test_window_sizes_match_the_reference_grouping_on_a_grid():

@@ -20,7 +20,7 @@ callback = importlib.import_module("solutions.12_callback")
 
 
 def _update(number, loss):
-    return gaviz.Update(update=number, epoch=1, loss=loss, effective_batch_size=8,
+    return gaviz.Update(update=number, epoch=1, loss=loss, samples=8,
                         micro_steps=2, samples_seen=8 * number, seconds=0.0)
 
 

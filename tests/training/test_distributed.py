@@ -62,9 +62,9 @@ def test_mirrored_matches_single_device_big_batches(mirrored):
         assert case["effective_batch_size_per_replica_4"] == 24
     flush = next(c for c in mirrored["cases"] if c["tail"] == "flush")
     # 101 samples: the last global micro-batch (5) splits unevenly, 3 and 2.
-    assert flush["effective_batch_sizes"][:5] == [24, 24, 24, 24, 5]
+    assert flush["window_samples"][:5] == [24, 24, 24, 24, 5]
     carry = next(c for c in mirrored["cases"] if c["tail"] == "carry")
-    assert 21 in carry["effective_batch_sizes"]  # a window that spans two epochs
+    assert 21 in carry["window_samples"]  # a window that spans two epochs
 
 
 def test_mirrored_reduces_once_per_window_outside_the_loop(mirrored):
@@ -119,7 +119,7 @@ def test_multi_worker_matches_single_device_big_batches(tmp_path):
         # workers' collectives; with two workers "auto" stays one window.
         assert result["workers"] == 2
         assert result["windows_per_call_after_fit"] == 1
-        assert result["effective_batch_sizes"] == [24, 24, 24, 24, 4] * 2
+        assert result["window_samples"] == [24, 24, 24, 24, 4] * 2
         np.testing.assert_allclose(result["loss"], ref_losses, rtol=1e-5)
         start = [np.array(w, "float32") for w in result["start"]]
         assert_same_weights([np.array(w, "float32") for w in result["weights"]], reference,
@@ -189,4 +189,4 @@ def test_accumulator_refuses_what_it_cannot_do_exactly_with_replicas(accumulator
     said = accumulator_cases["refusals"]
     assert "`optimizer` clips gradients (clipnorm) under a strategy of 2 replicas" in said["clipping"]
     assert "must be called in replica context" in said["cross_replica_add"]
-    assert "`variables` were created under another strategy" in said["outside_scope"]
+    assert "`variables` must be created under the accumulator's strategy" in said["outside_scope"]

@@ -49,7 +49,7 @@ def test_ragged_tail_matches_big_batches(regression_data, optimizer):
     # partial window of one short micro-batch (4 samples) each epoch.
     micro = micro_batches(x, y, [8] * 12 + [4])
     history, model, ref_losses, reference, start = run_both(micro, 3, optimizer=optimizer)
-    assert history.effective_batch_size[:5] == [24, 24, 24, 24, 4]
+    assert history.samples[:5] == [24, 24, 24, 24, 4]
     assert len(history) == len(ref_losses) == 10
     np.testing.assert_allclose(history.loss, ref_losses, rtol=1e-5)
     assert_same_weights(model, reference, start, terms=24)
@@ -62,7 +62,7 @@ def test_ragged_micro_batches_inside_windows(regression_data, optimizer):
     x, y = regression_data
     micro = micro_batches(x, y, [3, 17, 5, 9, 1, 20, 13, 2, 30])
     history, model, ref_losses, reference, start = run_both(micro, 4, optimizer=optimizer)
-    assert history.effective_batch_size == [34, 36, 30] * 2
+    assert history.samples == [34, 36, 30] * 2
     np.testing.assert_allclose(history.loss, ref_losses, rtol=1e-5)
     assert_same_weights(model, reference, start, terms=36)
 
@@ -79,7 +79,7 @@ def test_matches_keras_fit_on_big_batches(regression_data, pipeline):
     reference = make_mlp()
     reference.compile(keras.optimizers.Adam(0.01), "mse")
     reference.fit(x, y, batch_size=32, epochs=3, shuffle=False, verbose=0)
-    assert history.effective_batch_size[:4] == [32, 32, 32, 4]
+    assert history.samples[:4] == [32, 32, 32, 4]
     assert_same_weights(model, reference, start, terms=32)
 
 
@@ -162,7 +162,7 @@ def test_token_level_losses_match_keras(regression_data, pipeline):
     trainer = gaviz.AccumulationTrainer(model, keras.optimizers.Adam(0.05), loss, 3)
     dataset = PIPELINES[pipeline](tf.data.Dataset.from_tensor_slices((x, y)).batch(4))
     history = trainer.fit(dataset, epochs=2)
-    assert history.effective_batch_size[:4] == [72, 72, 72, 24]
+    assert history.samples[:4] == [72, 72, 72, 24]
 
     reference = model_fn()
     reference.compile(keras.optimizers.Adam(0.05), loss)

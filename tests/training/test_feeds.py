@@ -60,7 +60,7 @@ def test_a_dataset_of_sliced_arrays_batched_is_cut_like_arrays():
     ]:
         feed = feeds.make_feed(feeds.FitData(dataset), make_mlp(), STRATEGY)
         assert isinstance(feed, feeds.ArrayFeed) and feed.micro_batches() == -(-rows // 4)
-        assert feed.effective_batch_size(8) is None
+        assert feed.big_batch_size(8) is None
         epoch = feed.epoch()
         assert (epoch.order.numpy().tolist(), epoch.batch_size, epoch.rows) == (
             list(range(rows)), 4, rows)
@@ -150,7 +150,7 @@ def test_the_feed_knows_the_data_fit_asks_about():
     x, y = arrays(10)
     feed = feeds.make_feed(feeds.FitData(x, y, 4, False, validation_split=0.2, steps_per_epoch=2),
                            model, STRATEGY)
-    assert (feed.micro_batch_size, feed.effective_batch_size(3), feed.steps_per_epoch) == (4, 12, 2)
+    assert (feed.micro_batch_size, feed.big_batch_size(3), feed.steps_per_epoch) == (4, 12, 2)
     assert feed.rows == 8 and feed.micro_batches() == 2  # the last 2 rows validate
     val_x, val_y, val_w = feed.validation_data
     np.testing.assert_array_equal(val_x, x[8:])
@@ -161,7 +161,7 @@ def test_the_feed_knows_the_data_fit_asks_about():
     assert feed.rows == 10 and feed.validation_data is given  # given data wins, as in Keras
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
     feed = feeds.make_feed(feeds.FitData(dataset), model, STRATEGY)
-    assert (feed.micro_batch_size, feed.effective_batch_size(3)) == (None, None)
+    assert (feed.micro_batch_size, feed.big_batch_size(3)) == (None, None)
     assert (feed.steps_per_epoch, feed.validation_data) == (None, None)
 
 

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 from helpers import make_mlp
 
-from gaviz.training import feeds, fitting
+from gaviz.training import feeds, fitting, verdicts
 from gaviz.training.call_size import CallSize
 from gaviz.training.history import NonFiniteUpdate
 from gaviz.training.tail import Tail
@@ -17,7 +17,9 @@ from gaviz.training.window import WindowResult
 
 def result(applied=True, due=True, finite=True, exhausted=False, loss=0.5, rows=8.0, k=2,
            micro_steps=2):
-    return WindowResult(applied, due, finite, exhausted, loss, rows, micro_steps, micro_steps, k,
+    verdict = (verdicts.NOT_DUE if not due else
+               verdicts.ACCEPTED if finite else verdicts.NOT_FINITE)
+    return WindowResult(applied, verdict, exhausted, loss, rows, micro_steps, micro_steps, k,
                         rows).pack()
 
 
@@ -93,7 +95,7 @@ def test_applied_windows_become_updates_and_batch_events():
     assert [u.update for u in seen] == [1, 2, 3, 4, 5, 6]
     assert history.update_epochs == [1, 1, 1, 2, 2, 2]
     assert history.epoch == [0, 1]  # Keras's: the epochs run, from 0
-    assert history.effective_batch_size[:3] == [8, 8, 4]
+    assert history.samples[:3] == [8, 8, 4]
     assert history.samples_seen[-1] == 40
     assert history.loss == [0.5] * 6
     # One batch event per call, numbered by the updates applied so far.
@@ -120,7 +122,7 @@ def test_a_non_finite_window_raises_after_calling_on_train_end():
 
 def test_an_empty_epoch_is_an_error_naming_x():
     feed = ScriptedFeed([[[result(applied=False, due=False, exhausted=True, micro_steps=0)]]])
-    feed.epochs[0][0] = [WindowResult(False, False, True, True, 0.0, 0.0, 0, 0, 2, 0.0).pack()]
+    feed.epochs[0][0] = [WindowResult(False, verdicts.NOT_DUE, True, 0.0, 0.0, 0, 0, 2, 0.0).pack()]
     with pytest.raises(ValueError, match="`x` is empty"):
         fit(stand_in(), feed, epochs=1)
 

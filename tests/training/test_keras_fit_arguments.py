@@ -115,7 +115,7 @@ def test_validation_split_is_taken_before_shuffling():
                        validation_split=0.2)
     last_rows = model.evaluate(X[80:], Y[80:], verbose=0, return_dict=True)
     assert seen.history["val_loss"][-1] == pytest.approx(last_rows["loss"], rel=1e-6)
-    assert sum(u.effective_batch_size for u in seen.updates) == 80
+    assert sum(u.samples for u in seen.updates) == 80
 
 
 def test_validation_steps_and_batch_size():

@@ -49,7 +49,7 @@ def keras_fit(model, x, y, epochs=EPOCHS, **kwargs):
 def assert_update_losses_average_to_epoch_loss(history):
     """``history.loss`` (per update) averaged by window size is ``history.history["loss"]``."""
     losses = np.asarray(history.loss)
-    sizes = np.asarray(history.effective_batch_size, dtype="float64")
+    sizes = np.asarray(history.samples, dtype="float64")
     epochs = np.asarray(history.update_epochs)
     per_epoch = [
         np.sum(losses[epochs == e] * sizes[epochs == e]) / np.sum(sizes[epochs == e])

@@ -9,11 +9,11 @@ from helpers import PIPELINES, make_mlp
 from reference import dataset_of, micro_batches
 
 import gaviz
-from gaviz.training import overlap, rules, window_loop
+from gaviz.training import compiling, overlap, rules
 
 
 def in_flight(model, rows=32, exact_steps=True, replicas=1):
-    return overlap.micro_steps_in_flight(model, rows, window_loop.weight_bytes(model),
+    return overlap.micro_steps_in_flight(model, rows, compiling.weight_bytes(model),
                                          exact_steps, replicas)
 
 
@@ -50,16 +50,19 @@ def test_two_overlap_only_where_a_second_micro_step_holds_little_and_changes_not
 def test_the_trainer_decides_once_on_the_first_micro_batch(regression_data):
     x, y = regression_data
     trainer = gaviz.AccumulationTrainer(make_mlp(), keras.optimizers.SGD(0.1), "mse", 4)
-    assert trainer.window_loop.micro_steps_in_flight is None
+    assert trainer.micro_steps_in_flight is None
     trainer.fit(x, y, batch_size=8, epochs=1, verbose=0)
-    assert trainer.window_loop.micro_steps_in_flight == 2
+    assert trainer.micro_steps_in_flight == trainer.window_loop.micro_steps_in_flight == 2
+    traced = trainer.tracing_count
+    trainer.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    assert trainer.tracing_count == traced  # decided once: the loop is not built again
 
     class EachMicroBatch(gaviz.AccumulationTrainer):
         rule = rules.Rule(apply_each_micro_batch=True)
 
     pitfall = EachMicroBatch(make_mlp(), keras.optimizers.SGD(0.1), "mse", 4)
     pitfall.fit(x, y, batch_size=8, epochs=1, verbose=0)
-    assert pitfall.window_loop.micro_steps_in_flight == 1
+    assert pitfall.micro_steps_in_flight == pitfall.window_loop.micro_steps_in_flight == 1
 
 
 def ragged(x, y):
@@ -75,7 +78,7 @@ def test_two_in_flight_give_the_weights_of_one_at_a_time(regression_data, data):
     for count in (1, 2):
         trainer = gaviz.AccumulationTrainer(make_mlp(), keras.optimizers.Adam(0.01), "mse", 3,
                                             jit_compile=False, metrics=["mae"])
-        trainer.window_loop.micro_steps_in_flight = count
+        trainer.micro_steps_in_flight = count
         if data == "arrays":
             history = trainer.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
         else:

@@ -50,7 +50,7 @@ def test_mixed_precision_accumulates_in_float32(policy, micro, name):
         # A scale that does not overflow here, so no window is skipped.
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer, initial_scale=2.0**8)
     trainer = gaviz.AccumulationTrainer(model, optimizer, "mse", 4, tail="carry")
-    assert {a.dtype for a in trainer.accumulators} == {tf.float32}
+    assert {a.dtype for a in trainer.carried_sums} == {tf.float32}
     history = trainer.fit(dataset_of(micro), epochs=2)
     policy("float32")
     reference, ref_losses = float32_reference(micro, "carry")

@@ -197,7 +197,7 @@ def test_callback_sees_each_update_and_can_stop(micro):
     assert [u.update for u in seen] == [1, 2, 3]
     assert history.updates == seen
     assert int(trainer.optimizer.iterations.numpy()) == 3
-    assert seen[0].effective_batch_size == 16 and seen[0].micro_steps == 2
+    assert seen[0].samples == 16 and seen[0].micro_steps == 2
     assert seen[2].samples_seen == 48
     assert seen[0].seconds <= seen[2].seconds
 

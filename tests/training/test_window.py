@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from gaviz.gallery.pitfalls import full_window_divisor, mean_contribution, no_divisor, once_per_micro_step
-from gaviz.training import rules, window
+from gaviz.training import rules, verdicts, window
 from gaviz.training.window import WindowResult, WindowSums
 
 
@@ -22,7 +22,7 @@ def test_gradients_1_2_3_4_average_to_exactly_2_5():
     total = window.zeros(variables)
     for g in (1.0, 2.0, 3.0, 4.0):
         total = window.add(total, sums([g], g, 1))
-    (grad,) = window.finish(total.gradients, total.normalizer)
+    (grad,) = window.divide(total.gradients, total.normalizer)
     assert grad.numpy() == 2.5
     assert total.loss_sum.numpy() == 10.0 and total.sample_count.numpy() == 4.0
 
@@ -32,14 +32,14 @@ def test_ragged_micro_batches_divide_once_by_the_window_count():
     # the big batch's mean is 16 / 4 = 4; the mean of means would be (10 + 2) / 2 = 6.
     total = window.add(window.add(window.zeros([tf.Variable(0.0)]), sums([10.0], 0, 1)),
                        sums([6.0], 0, 3))
-    assert window.finish(total.gradients, total.normalizer)[0].numpy() == 4.0
+    assert window.divide(total.gradients, total.normalizer)[0].numpy() == 4.0
 
 
 def test_an_empty_window_gives_zeros_not_nan():
     variables = [tf.Variable(tf.ones((2, 3))), tf.Variable(tf.ones((3,), tf.float64))]
     empty = window.zeros(variables)
     assert [g.dtype for g in empty.gradients] == [tf.float32, tf.float64]
-    grads = window.finish(empty.gradients, empty.normalizer)
+    grads = window.divide(empty.gradients, empty.normalizer)
     for g in grads:
         np.testing.assert_array_equal(g.numpy(), 0.0)
     assert window.all_finite(empty.loss_sum, grads).numpy()
@@ -55,30 +55,8 @@ def test_float16_gradients_are_summed_in_float32():
 
 
 def test_regularization_gradient_is_added_after_the_division():
-    (grad,) = window.finish([tf.constant(8.0)], tf.constant(4.0), [tf.constant(0.5)])
+    (grad,) = window.divide([tf.constant(8.0)], tf.constant(4.0), [tf.constant(0.5)])
     assert grad.numpy() == 2.5
-
-
-@pytest.mark.parametrize(
-    "weight, expected_sum, expected_weight",
-    [
-        (np.array([1.0, 0.0]), 1 + 2 + 3, 3.0),  # (b,) against (b, t): one weight per row
-        (np.array([[1.0], [0.0]]), 1 + 2 + 3, 3.0),  # (b, 1) likewise
-        (np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]]), 1 + 2, 2.0),  # (b, t): a padding mask
-    ],
-)
-def test_weighted_loss_sum_takes_weights_of_every_shape(weight, expected_sum, expected_weight):
-    losses = tf.constant([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
-    loss_sum, count, weight_sum = window.weighted_loss_sum(losses, weight)
-    assert loss_sum.numpy() == expected_sum
-    assert count.numpy() == 6.0  # loss elements, whatever the weights
-    assert weight_sum.numpy() == expected_weight
-
-
-def test_weighted_loss_sum_drops_a_trailing_axis_of_weights():
-    loss_sum, count, weight_sum = window.weighted_loss_sum(
-        tf.constant([2.0, 4.0]), np.array([[0.5], [1.0]]))
-    assert (loss_sum.numpy(), count.numpy(), weight_sum.numpy()) == (5.0, 2.0, 1.5)
 
 
 def test_non_finite_values_are_found():
@@ -106,11 +84,13 @@ def test_non_finite_values_are_found_inside_a_graph(jit_compile, dtype, bad):
 
 
 def test_window_result_packs_into_one_row_and_back():
-    result = WindowResult(True, True, False, True, 0.25, 96.0, 3, 2, 4)
+    result = WindowResult(True, verdicts.NOT_FINITE, True, 0.25, 96.0, 3, 2, 4)
     row = tf.stack([result.pack(), result.pack()]).numpy()[1]
     assert row.dtype == np.float64
-    assert WindowResult.unpack(row) == result
-    assert isinstance(WindowResult.unpack(row).micro_steps, int)
+    assert WindowResult.read(row) == result
+    assert isinstance(WindowResult.read(row).micro_steps, int)
+    assert WindowResult.read(row).due
+    assert not WindowResult.read(result._replace(verdict=verdicts.NOT_DUE).pack().numpy()).due
 
 
 # ------------------------------------------------------------------- rules

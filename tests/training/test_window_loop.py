@@ -1,5 +1,5 @@
 """The window loop built from its parts (gaviz.training.window_loop), with no trainer:
-a micro-step, a window cycle, a state, a strategy, hooks and a rule."""
+a micro-step, a window cycle, a state, a strategy, a rule and a tail."""
 
 import keras
 import pytest
@@ -7,13 +7,14 @@ import tensorflow as tf
 from helpers import assert_same_weights, clone, make_mlp, start_of
 from reference import dataset_of, group_windows, micro_batches, train_big_batches
 
-from gaviz.training import rules
+from gaviz.training import rules, window_cycle, window_loop
 from gaviz.training.forward_backward import ForwardBackward, WeightPenalty
 from gaviz.training.objective import Objective
 from gaviz.training.state import TrainerState
+from gaviz.training.tail import Tail
 from gaviz.training.window import WindowResult
 from gaviz.training.window_cycle import WindowCycle
-from gaviz.training.window_loop import Hooks, WindowLoop, start_afresh
+from gaviz.training.window_loop import WindowLoop
 
 K, LR = 3, 0.1
 SIZES = [4, 6, 3, 5, 2, 7, 4]  # ragged, 7 micro-batches: two full windows and a tail of 1
@@ -25,7 +26,7 @@ def micro(regression_data):
     return micro_batches(x[:31], y[:31], SIZES)
 
 
-def build_loop(model, micro, hooks=Hooks(), rule=rules.EXACT, tail="flush"):
+def build_loop(model, micro, rule=rules.EXACT, tail="flush"):
     """A window loop from its parts, as a trainer would build it."""
     optimizer = keras.optimizers.SGD(LR)
     model.compile(optimizer=optimizer, loss="mse")
@@ -34,12 +35,12 @@ def build_loop(model, micro, hooks=Hooks(), rule=rules.EXACT, tail="flush"):
     objective.build(tf.constant(y), model(x))
     strategy = tf.distribute.get_strategy()
     state = TrainerState(strategy)
-    state.build(model.trainable_variables, carry=tail == "carry" or rule.sums_outlive_updates)
+    state.build(model.trainable_variables, carries=tail == "carry" or rule.carries_sums)
     optimizer.build(model.trainable_variables)
     micro_step = ForwardBackward(model, optimizer, objective)
     cycle = WindowCycle(optimizer, micro_step.variables, rule, penalty=WeightPenalty(model),
                         skipped_windows=state.skipped_windows)
-    return WindowLoop(micro_step, cycle, state, strategy, hooks, rule, tail, capacity=8)
+    return WindowLoop(micro_step, cycle, state, strategy, rule, Tail(tail), capacity=8)
 
 
 def run_epoch(loop, micro, max_windows=8):
@@ -49,7 +50,7 @@ def run_epoch(loop, micro, max_windows=8):
     results = []
     while not results or not results[-1].exhausted:
         rows, done = function(iterator, tf.constant(max_windows), tf.constant(K, tf.int64))
-        results += [WindowResult.unpack(r) for r in rows.numpy()[: int(done)]]
+        results += [WindowResult.read(r) for r in rows.numpy()[: int(done)]]
     return results
 
 
@@ -75,7 +76,7 @@ def test_one_call_runs_several_windows_and_stops_at_the_end_of_the_data(micro):
     rows, done = loop.iterator_function(iterator)(iterator, tf.constant(2), tf.constant(K, tf.int64))
     assert int(done) == 2
     rows, done = loop.iterator_function(iterator)(iterator, tf.constant(8), tf.constant(K, tf.int64))
-    assert int(done) == 1 and WindowResult.unpack(rows.numpy()[0]).exhausted
+    assert int(done) == 1 and WindowResult.read(rows.numpy()[0]).exhausted
 
 
 def test_a_carried_window_waits_in_the_state_for_the_next_epoch(micro):
@@ -88,19 +89,23 @@ def test_a_carried_window_waits_in_the_state_for_the_next_epoch(micro):
     assert first.applied and first.micro_steps == 3 and first.consumed == 2
 
 
-def test_the_hooks_are_called_where_the_loop_says(micro):
-    calls = {"micro": tf.Variable(0), "reduce": tf.Variable(0), "next": tf.Variable(0)}
+@pytest.mark.parametrize("rule, where", [(rules.EXACT, ["window"]),
+                                         (rules.Rule(reduce_each_micro_batch=True), ["micro"])])
+def test_the_rule_says_where_the_sums_are_reduced_across_replicas(micro, monkeypatch, rule, where):
+    """One all-reduce per window, or (the rule's variation) one per micro-batch,
+    traced once in the loop's body (benchmarks/bench_allreduce.py times both on
+    two replicas)."""
+    seen, all_reduce = [], window_cycle.all_reduce
 
-    def counted(name, function):
-        def hook(sums):
-            calls[name].assign_add(1)
-            return function(sums)
-        return hook
+    def spy(sums):
+        seen.append("window" if "all_reduce" in tf.get_current_name_scope() else "micro")
+        return all_reduce(sums)
 
-    hooks = Hooks(counted("micro", lambda s: s), counted("reduce", Hooks().reduce_window),
-                  counted("next", start_afresh))
-    run_epoch(build_loop(make_mlp(), micro, hooks=hooks), micro)
-    assert {name: int(v.numpy()) for name, v in calls.items()} == {"micro": 7, "reduce": 3, "next": 3}
+    monkeypatch.setattr(window_loop.window_cycle, "all_reduce", spy)
+    loop = build_loop(make_mlp(), micro, rule=rule)
+    results = run_epoch(loop, micro)
+    assert seen == where
+    assert [r.micro_steps for r in results] == [3, 3, 1]
 
 
 def test_the_rule_steps_the_optimizer_on_every_micro_batch_when_it_says_so(micro):
@@ -109,11 +114,11 @@ def test_the_rule_steps_the_optimizer_on_every_micro_batch_when_it_says_so(micro
     assert int(loop.cycle.optimizer.iterations.numpy()) == len(SIZES) + 3
 
 
-def test_the_rules_next_window_decides_what_the_next_window_starts_from(micro):
+def test_the_rules_reset_decides_what_the_next_window_starts_from(micro):
     def keep_the_gradients(sums, fresh, variables):
         return fresh._replace(gradients=sums.gradients)
 
-    rule = rules.Rule(next_window=keep_the_gradients, sums_outlive_updates=True)
+    rule = rules.Rule(reset=keep_the_gradients, carries_sums=True)
     loop = build_loop(make_mlp(), micro, rule=rule)
     run_epoch(loop, micro)
     # The state keeps the sums between calls, and they were never zeroed.

@@ -26,7 +26,7 @@ from helpers import (
 from reference import group_windows, micro_batches, train_big_batches
 
 import gaviz
-from gaviz.training import window_loop
+from gaviz.training import compiling
 
 B, K = 8, 3  # 100 rows: 12 micro-batches of 8 and a short one of 4
 MSE = keras.losses.MeanSquaredError(reduction=None)
@@ -224,7 +224,7 @@ def test_auto_leaves_a_model_with_large_weights_to_plain_graphs_decided_once_it_
     """XLA's peak holds more copies of the weights: "auto" spends that on
     small models only. A model built at the first fit is decided then."""
     sgd = keras.optimizers.SGD
-    assert window_loop.weight_bytes(wide(True)) > window_loop.AUTO_XLA_MAX_WEIGHT_BYTES
+    assert compiling.weight_bytes(wide(True)) > compiling.AUTO_XLA_MAX_WEIGHT_BYTES
     assert not gaviz.AccumulationTrainer(wide(True), sgd(0.01), "mse", 2).jit_compile
     assert gaviz.AccumulationTrainer(wide(True), sgd(0.01), "mse", 2, jit_compile=True).jit_compile
     x = np.random.default_rng(0).normal(size=(8, 2048)).astype("float32")
@@ -249,16 +249,17 @@ def test_auto_runs_plain_graphs_until_the_run_is_long_enough_to_repay_xla(regres
     x, y = regression_data
     sgd = keras.optimizers.SGD
     auto = gaviz.AccumulationTrainer(make_mlp(), sgd(0.1), "mse", K)
-    assert auto.window_loop.xla_after_micro_steps == window_loop.AUTO_XLA_AFTER_MICRO_STEPS
+    assert auto.window_loop.xla_after_micro_steps == compiling.AUTO_XLA_AFTER_MICRO_STEPS
     assert gaviz.AccumulationTrainer(make_mlp(), sgd(0.1), "mse", K,
                                      jit_compile=True).window_loop.xla_after_micro_steps == 0
-    auto.window_loop.xla_after_micro_steps = 26  # 100 rows: 13 micro-batches of 8 an epoch
     reference = gaviz.AccumulationTrainer(make_mlp(), sgd(0.1), "mse", K, jit_compile=False)
     start = start_of(reference.model)
-    loop = auto.window_loop
     for epochs, xla_traces in ((2, 0), (3, 1)):
         for trainer in (auto, reference):
             trainer.fit(x, y, batch_size=B, epochs=epochs, shuffle=False, verbose=0)
+        loop = auto.window_loop  # built for the first micro-batch's size at the first fit
         assert loop.array_windows.experimental_get_tracing_count() == xla_traces
         assert loop.plain_array_windows.experimental_get_tracing_count() == 1
         assert_same_weights(auto.model, reference.model, start, terms=K * B)
+        # Lowered from 8192 to the 26 micro-steps of the first fit (13 an epoch).
+        loop.xla_after_micro_steps = 26

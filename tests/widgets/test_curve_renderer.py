@@ -19,7 +19,7 @@ from gaviz.widgets.liveplot import CurveRenderer, keras_lines
 def history_of(*losses):
     history = History()
     for i, loss in enumerate(losses, 1):
-        history.append(Update(update=i, epoch=1, loss=loss, effective_batch_size=8,
+        history.append(Update(update=i, epoch=1, loss=loss, samples=8,
                               micro_steps=2 * i, samples_seen=8 * i, seconds=0.1 * i))
     return history
 

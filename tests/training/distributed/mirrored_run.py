@@ -100,7 +100,7 @@ def main():
             "updates": len(history),
             "reference_updates": len(ref_losses),
             "iterations": int(trainer.optimizer.iterations.numpy()),
-            "effective_batch_sizes": history.effective_batch_size,
+            "window_samples": history.samples,
             "effective_batch_size_per_replica_4": trainer.effective_batch_size(4),
             "tracing_count": trainer.tracing_count,
         })

@@ -158,7 +158,7 @@ def main():
             "start": [w.tolist() for w in start],
             "weights": [w.tolist() for w in model.get_weights()],
             "loss": history.loss,
-            "effective_batch_sizes": history.effective_batch_size,
+            "window_samples": history.samples,
             "replicas": trainer.num_replicas,
             "workers": worker_count(strategy),
             "windows_per_call_after_fit": trainer.call_size.size,
