@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 import gaviz
-from gaviz.training.window_loop import AUTO_XLA_AFTER_MICRO_STEPS, XLA_MODES
+from gaviz.training.loop.window_loop import AUTO_XLA_AFTER_MICRO_STEPS, XLA_MODES
 
 FEATURES, MICRO, K, LR = 64, 32, 8, 0.01
 # Each timed run trains this many epochs in one call, as training would:
@@ -505,7 +505,7 @@ def main(argv=None):
         f"to its floor ({(plain_ms - floor_ms) / micro_batches_per_epoch * 1000:.0f} µs per "
         f"micro-batch: the micro-step loop, gathering each micro-batch, and "
         f"{micro_batches_per_epoch // K} updates in a few graph calls). On this small model "
-        "two micro-steps run at once (gaviz.training.overlap: a second one in flight holds "
+        "two micro-steps run at once (gaviz.training.loop.overlap: a second one in flight holds "
         "a few hundred KiB), as the floor's loop overlaps up to 10.",
         f"A compiled metric (mae, updated on every micro-batch) costs "
         f"{ms[GAVIZ_METRICS] / base - 1:+.0%}; Keras's progress bar "

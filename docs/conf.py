@@ -68,7 +68,7 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
-napoleon_custom_sections = ["Subclassing"]  # the trainer's hooks, as written
+napoleon_custom_sections = ["Subclassing"]  # the trainer's rule, as written
 
 # Everything inside the project must resolve (-n); names from other projects cannot
 # be resolved offline (no intersphinx), so they are rendered as plain text.

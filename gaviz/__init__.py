@@ -80,7 +80,8 @@ _PUBLIC = {
     "rules": "",
 }
 #: Where the public modules live.
-_MODULES = {"demo": "gaviz.demo", "pitfalls": "gaviz.gallery.pitfalls", "rules": "gaviz.training.rules"}
+_MODULES = {"demo": "gaviz.demo", "pitfalls": "gaviz.gallery.pitfalls",
+            "rules": "gaviz.training.window.rules"}
 #: Public names that need no TensorFlow.
 _WITHOUT_TENSORFLOW = {"copy_lessons"}
 

@@ -3,7 +3,7 @@
 import keras
 import numpy as np
 
-from gaviz.training.closeness import variable_gaps
+from gaviz.training.verify.closeness import variable_gaps
 
 
 def make_mlp(seed=1, inputs=5, hidden=8, outputs=1, **dense_kwargs):

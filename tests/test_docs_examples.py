@@ -98,7 +98,7 @@ def test_only_named_native_log_lines_are_tolerated():
 
 def test_the_sparse_gradient_warning_points_to_its_section():
     """SparseGradientWarning names a page and a section title: both exist."""
-    from gaviz.training import sparse_gradients
+    from gaviz.training.loss import sparse_gradients
 
     page, anchor = re.fullmatch(r"https://github.com/gaviz/gaviz/blob/main/(\S+)#(\S+)",
                                 sparse_gradients.DOCS).groups()

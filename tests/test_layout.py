@@ -34,7 +34,7 @@ def top_level_imports(path):
 def upward_imports(root):
     found = {}
     for part, forbidden in FORBIDDEN.items():
-        for path in sorted((root / part).glob("*.py")):
+        for path in sorted((root / part).rglob("*.py")):
             wrong = [name for name in top_level_imports(path) if name.startswith(forbidden)]
             if wrong:
                 found[str(path.relative_to(root))] = wrong

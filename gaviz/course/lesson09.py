@@ -11,7 +11,7 @@ from gaviz import demo
 from gaviz.course.exercise import Exercise, Incorrect, NotAttempted, attempted
 from gaviz.course.graph import expected_retracing
 from gaviz.course.loop import max_difference
-from gaviz.training.history import History, Update
+from gaviz.training.fit.history import History, Update
 
 #: A fake epoch's durations: the warm-up first, then five timed epochs. Each usual mistake
 #: gives its own number: the median of the timed calls 0.05 s; their mean 0.086, total 0.43,

@@ -20,7 +20,7 @@ import keras
 
 from gaviz import demo
 from gaviz.course.exercise import Exercise, Incorrect, attempted
-from gaviz.training.history import Update
+from gaviz.training.fit.history import Update
 from gaviz.training.trainer import AccumulationTrainer
 
 _THRESHOLD = 0.5

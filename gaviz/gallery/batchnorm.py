@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from gaviz import demo
-from gaviz.training import batch_layers, checks
+from gaviz.training.fit import batch_layers, checks
 from gaviz.training.trainer import AccumulationTrainer
 
 NORMALIZATIONS = {

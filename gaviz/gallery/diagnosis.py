@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from gaviz.gallery import pitfalls, probes, signatures
-from gaviz.training import checks
+from gaviz.training.fit import checks
 from gaviz.training.trainer import AccumulationTrainer
 
 #: For each finding: the fix in one line, and the lesson that shows the defect

@@ -9,7 +9,7 @@ import numpy as np
 
 from gaviz.gallery import pitfalls
 from gaviz.plotting import readable_log_axis
-from gaviz.training.history import NonFiniteUpdate
+from gaviz.training.fit.history import NonFiniteUpdate
 from gaviz.training.trainer import AccumulationTrainer
 
 

@@ -1,7 +1,7 @@
 """The pitfall gallery: the exact trainer with one classic mistake each.
 
 Everything gaviz knows about a pitfall is one :class:`Pitfall` record in
-:data:`GALLERY`: its name, the :class:`~gaviz.training.rules.Rule` or the trainer
+:data:`GALLERY`: its name, the :class:`~gaviz.training.window.rules.Rule` or the trainer
 setting that is its mistake (labelled ``# PITFALL:``), its symptom, cause,
 fix and the lesson that teaches it, the story its comparison with the exact
 trainer tells, and the signature :func:`gaviz.diagnose` recognises it by.
@@ -29,10 +29,10 @@ import keras
 import tensorflow as tf
 
 from gaviz import _keras
-from gaviz.training import checks, optimizers
-from gaviz.training.rules import EXACT, Rule
+from gaviz.training.fit import checks, optimizers
 from gaviz.training.trainer import AccumulationTrainer
-from gaviz.training.window import WindowSums
+from gaviz.training.window.arithmetic import WindowSums
+from gaviz.training.window.rules import EXACT, Rule
 
 
 def mean_contribution(micro: WindowSums) -> WindowSums:
@@ -161,7 +161,7 @@ class Pitfall:
             that probe measures for it (k micro-batches per window); an empty
             probe: no probe of ``diagnose`` can show it (the signature says why).
         story: which number its comparison's headline tells, one of :data:`STORIES`.
-        rule: its arithmetic (:data:`gaviz.training.rules.EXACT` when its mistake is a setting).
+        rule: its arithmetic (:data:`gaviz.training.window.rules.EXACT` when its mistake is a setting).
         settings: trainer arguments its mistake fixes (e.g. ``tail="drop"``).
         mistake: why a setting is fixed, for the error when another is passed.
         requires: checks the optimizer before training, raising

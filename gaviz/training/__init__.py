@@ -2,26 +2,23 @@
 the graph, with ``Model.fit``'s conventions), ``Accumulator`` (the same window
 for your own loop or ``train_step``), and what a run reports.
 
-The modules, from the top: ``trainer`` builds the window loop once from its
-parts; ``window_loop`` is the graph code one call runs, from ``forward_backward``,
-``window_cycle``, ``state`` and a ``rules.Rule`` (the window's arithmetic as
-data, on ``window``'s pure functions); ``feeds``, ``sources``, ``fitting``,
-``validation`` and ``call_size`` turn ``fit``'s data into graph calls and run
-the epochs (``preprocessing``: a KerasHub task's preprocessor on them);
-``objective``, ``row_losses``, ``own_loss``, ``added_loss``, ``row_means`` and ``compiling``
-read the compiled model; ``checks``, ``batch_layers`` and ``sparse_gradients``
-refuse or warn; ``history`` is what a run reports.
+``trainer`` builds its window loop from parts, in seven folders: ``window``
+(one window's life, each decision made once for the trainer and the
+Accumulator), ``loop`` (the trainer's graph call), ``data`` (fit's data as a
+feed of passes), ``fit`` (fit's Python side: epochs, callbacks, history,
+checks, compiling), ``loss`` (the loss as sums), ``own_loop`` (the
+Accumulator and its callback) and ``verify`` (is gaviz exact on this model).
 """
 
-from gaviz.training.accumulator import Accumulator
-from gaviz.training.added_loss import InexactAddedLoss
-from gaviz.training.flush_callback import FlushAtEpochEnd
-from gaviz.training.history import History, NonFiniteUpdate, Update
-from gaviz.training.row_losses import CoupledLoss
-from gaviz.training.rules import EXACT, Rule
-from gaviz.training.sparse_gradients import SparseGradientWarning
+from gaviz.training.fit.history import History, NonFiniteUpdate, Update
+from gaviz.training.loss.added_loss import InexactAddedLoss
+from gaviz.training.loss.row_losses import CoupledLoss
+from gaviz.training.loss.sparse_gradients import SparseGradientWarning
+from gaviz.training.own_loop.accumulator import Accumulator
+from gaviz.training.own_loop.flush_callback import FlushAtEpochEnd
 from gaviz.training.trainer import AccumulationTrainer
-from gaviz.training.verification import NotExact, Verification, verify_loop
+from gaviz.training.verify.verification import NotExact, Verification, verify_loop
+from gaviz.training.window.rules import EXACT, Rule
 
 __all__ = ["AccumulationTrainer", "Accumulator", "CoupledLoss", "EXACT", "FlushAtEpochEnd", "History",
            "InexactAddedLoss", "NonFiniteUpdate", "NotExact", "Rule", "SparseGradientWarning",

@@ -1,12 +1,12 @@
 """The exact gradient-accumulation trainer: what a user constructs and calls.
 
 The trainer checks its arguments, compiles the model, owns the state
-(:mod:`gaviz.training.state`), builds its window loop from its parts and hands
-``fit`` (:mod:`gaviz.training.fitting`) what it trains. The graph code one call
-runs is in :mod:`gaviz.training.window_loop`: windows of micro-steps
-(:mod:`gaviz.training.forward_backward`), each finished and applied
-(:mod:`gaviz.training.window_cycle`); the arithmetic is in :mod:`gaviz.training.window` and
-:mod:`gaviz.training.rules`.
+(:mod:`gaviz.training.loop.state`), builds its window loop from its parts and hands
+``fit`` (:mod:`gaviz.training.fit.fitting`) what it trains. The graph code one call
+runs is in :mod:`gaviz.training.loop.window_loop`: windows of micro-steps
+(:mod:`gaviz.training.loop.forward_backward`), each finished and applied
+(:mod:`gaviz.training.window.window_cycle`); the arithmetic is in :mod:`gaviz.training.window.arithmetic` and
+:mod:`gaviz.training.window.rules`.
 """
 
 from __future__ import annotations
@@ -17,29 +17,20 @@ from typing import Callable, Iterable
 import tensorflow as tf
 
 from gaviz import _keras, _tensorflow
-from gaviz.training import (
-    added_loss,
-    batch_layers,
-    call_size,
-    checks,
-    compiling,
-    feeds,
-    fitting,
-    overlap,
-    preprocessing,
-    row_means,
-    rules,
-    validation,
-    verification,
-)
-from gaviz.training.forward_backward import ForwardBackward, WeightPenalty, unpack
-from gaviz.training.history import History, Update
-from gaviz.training.objective import NORMALIZATIONS, Objective, check_loss
-from gaviz.training.own_loss import OwnLoss
-from gaviz.training.state import TrainerState
-from gaviz.training.tail import POLICIES, Tail
-from gaviz.training.window_cycle import WindowCycle
-from gaviz.training.window_loop import WindowLoop
+from gaviz.training.data import feeds, preprocessing
+from gaviz.training.fit import batch_layers, call_size, checks, compiling, fitting, validation
+from gaviz.training.fit.history import History, Update
+from gaviz.training.loop import overlap
+from gaviz.training.loop.forward_backward import ForwardBackward, WeightPenalty, unpack
+from gaviz.training.loop.state import TrainerState
+from gaviz.training.loop.window_loop import WindowLoop
+from gaviz.training.loss import added_loss, row_means
+from gaviz.training.loss.objective import NORMALIZATIONS, Objective, check_loss
+from gaviz.training.loss.own_loss import OwnLoss
+from gaviz.training.verify import verification
+from gaviz.training.window import rules
+from gaviz.training.window.tail import POLICIES, Tail
+from gaviz.training.window.window_cycle import WindowCycle
 
 _LOG = logging.getLogger("gaviz")
 
@@ -81,13 +72,13 @@ class AccumulationTrainer(tf.Module):
             for several outputs. Its ``reduction`` is honoured; Keras masks
             (``Embedding(mask_zero=True)``, ``ignore_class``) are applied.
             A model that overrides ``compute_loss`` trains with its own,
-            which must be a mean over the batch's rows (``gaviz.training.own_loss``
+            which must be a mean over the batch's rows (``gaviz.training.loss.own_loss``
             says why; one that is not is refused); one that overrides
             ``train_step`` is refused, with how to keep it and accumulate
             inside it with ``gaviz.Accumulator``. A model compiled without
             a loss whose layers add it with ``add_loss`` (Keras's endpoint
             layer pattern) trains on what they add, which must be a mean
-            over the batch's rows (``gaviz.training.added_loss``; one that is not is
+            over the batch's rows (``gaviz.training.loss.added_loss``; one that is not is
             refused), and may be given inputs alone (``fit(x)``).
         accumulation_steps: micro-batches per update: an int >= 1, or a
             callable ``epoch -> int`` (epochs count from 1) for a schedule
@@ -165,7 +156,7 @@ class AccumulationTrainer(tf.Module):
         ``keras.ops.cond``), not a Python ``if``.
     """
 
-    #: The window's arithmetic (gaviz.training.rules.EXACT: sum, then divide once).
+    #: The window's arithmetic (gaviz.training.window.rules.EXACT: sum, then divide once).
     rule: rules.Rule = rules.EXACT
 
     def __init__(
@@ -207,7 +198,7 @@ class AccumulationTrainer(tf.Module):
         #: Whether a window may be carried into the next graph call (its sums
         #: then live in the state).
         self._carries = Tail(self.tail).carries or self.rule.carries_sums
-        #: Micro-steps run at once (:mod:`gaviz.training.overlap`): decided on
+        #: Micro-steps run at once (:mod:`gaviz.training.loop.overlap`): decided on
         #: the first micro-batch, before the window loop's first trace.
         self.micro_steps_in_flight = None
         self._built, self._checked_spec, self._trained = False, None, []
@@ -424,13 +415,13 @@ class AccumulationTrainer(tf.Module):
             shuffle: shuffle the rows of arrays each epoch (numpy's generator,
                 which ``keras.utils.set_random_seed`` seeds); a dataset keeps
                 its own order.
-            on_update: callables given each applied :class:`~gaviz.training.history.Update`.
+            on_update: callables given each applied :class:`~gaviz.training.fit.history.Update`.
             verify: first run :meth:`verify` on the data (arrays or a
                 ``tf.data.Dataset``), and train only if gaviz equals Model.fit
                 on this model.
 
         Returns:
-            A :class:`~gaviz.training.history.History`: a record per update, and
+            A :class:`~gaviz.training.fit.history.History`: a record per update, and
             ``history.history`` as Keras's.
 
         Raises:
@@ -481,7 +472,7 @@ class AccumulationTrainer(tf.Module):
         one with gaviz, and the same rows with Keras's own ``Model.fit`` at the
         big batch, from the same weights and optimizer state; compares every
         variable, optimizer variable, the loss and each metric; names the cause
-        of any difference (``gaviz.training.verification``). The model,
+        of any difference (``gaviz.training.verify.verification``). The model,
         optimizer, metrics, random states and this trainer's counters are put
         back afterwards, bit for bit.
 

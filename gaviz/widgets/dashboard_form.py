@@ -14,7 +14,7 @@ import ipywidgets as widgets
 
 from gaviz import demo
 from gaviz.plotting import X_AXES
-from gaviz.training.tail import POLICIES as TAIL_POLICIES
+from gaviz.training.window.tail import POLICIES as TAIL_POLICIES
 from gaviz.widgets.runs import DEMO_TRAINERS, EXACT
 
 #: The accumulation steps the form offers.

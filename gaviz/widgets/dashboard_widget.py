@@ -22,7 +22,7 @@ import threading
 from gaviz import demo
 from gaviz._arguments import check_one_of
 from gaviz.plotting import X_AXES, CurveFigure
-from gaviz.training.tail import POLICIES as TAIL_POLICIES
+from gaviz.training.window.tail import POLICIES as TAIL_POLICIES
 from gaviz.widgets.dashboard_form import STEP_CHOICES, DashboardForm
 from gaviz.widgets.liveplot import CurveRenderer, LivePlot
 from gaviz.widgets.runs import DEMO_TRAINERS, EXACT, HOLDS, RunPlan, RunResult, plan_runs, train_run

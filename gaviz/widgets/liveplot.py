@@ -2,7 +2,7 @@
 ``model.fit`` (a Keras callback), both drawn by one renderer.
 
 Each mode only records: ``on_update`` appends gaviz's per-update records to a
-:class:`~gaviz.training.history.History`, the Keras callback appends what Keras passes
+:class:`~gaviz.training.fit.history.History`, the Keras callback appends what Keras passes
 to a :class:`~gaviz.widgets.keraslog.KerasLog`. A :class:`CurveRenderer` draws the two
 records into a :class:`~gaviz.plotting.CurveFigure` and shows it as a PNG in an
 ``ipywidgets.Image``, at most once per ``min_interval`` seconds.
@@ -26,7 +26,7 @@ from gaviz.plotting import (
     keras_x_label,
     running_mean_curve,
 )
-from gaviz.training.history import History
+from gaviz.training.fit.history import History
 from gaviz.widgets.keraslog import KerasLog
 
 
@@ -108,7 +108,7 @@ class LivePlot(keras.callbacks.Callback):
 
     - ``trainer.fit(ds, on_update=LivePlot())``: one point per applied update,
       the loss of its effective batch, against ``x_axis``; the records are the
-      :class:`~gaviz.training.history.Update` objects in ``history``.
+      :class:`~gaviz.training.fit.history.Update` objects in ``history``.
     - ``model.fit(x, y, callbacks=[LivePlot()])`` (it is a
       ``keras.callbacks.Callback``): one point per ``on_train_batch_end``, the
       ``logs["loss"]`` Keras passes. In Keras 3 that is the running mean of

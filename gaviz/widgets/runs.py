@@ -15,9 +15,9 @@ from gaviz import demo
 from gaviz._arguments import check_one_of, check_positive_int
 from gaviz.gallery import measure
 from gaviz.gallery.pitfalls import PITFALLS, RECORDS
-from gaviz.training.history import History
-from gaviz.training.tail import Tail
+from gaviz.training.fit.history import History
 from gaviz.training.trainer import AccumulationTrainer
+from gaviz.training.window.tail import Tail
 
 #: The trainer name of the exact trainer; every other name is a pitfall's.
 EXACT = "exact"

@@ -58,7 +58,7 @@ def readable(ax, name):
 
 
 def _history(losses):
-    from gaviz.training.history import History, Update
+    from gaviz.training.fit.history import History, Update
 
     return History([Update(update=i + 1, epoch=1, loss=loss, samples=64,
                            micro_steps=4, samples_seen=64 * (i + 1), seconds=0.1 * i)

@@ -20,7 +20,7 @@ from reference import dataset_of, micro_batches
 import gaviz
 from gaviz.gallery.measure import RunTrace, compare_runs
 from gaviz.gallery.pitfalls import PITFALLS
-from gaviz.training.history import NonFiniteUpdate
+from gaviz.training.fit.history import NonFiniteUpdate
 
 K = 4
 NUMBER = r"(\d+(?:\.\d+)?(?:e[-+]\d+)?)"

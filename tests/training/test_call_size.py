@@ -1,8 +1,8 @@
-"""How many windows a graph call runs (gaviz.training.call_size), without training."""
+"""How many windows a graph call runs (gaviz.training.fit.call_size), without training."""
 
 import tensorflow as tf
 
-from gaviz.training.call_size import AUTO_CALL_SECONDS, AUTO_MAX_WINDOWS, CallSize, worker_count
+from gaviz.training.fit.call_size import AUTO_CALL_SECONDS, AUTO_MAX_WINDOWS, CallSize, worker_count
 
 
 def test_a_fixed_size_never_changes():

@@ -1,4 +1,4 @@
-"""The one rule for "equal" (gaviz.training.closeness): rounding passes, on any
+"""The one rule for "equal" (gaviz.training.verify.closeness): rounding passes, on any
 CPU's kernels; a defect's gap does not, even on a variable that barely moved."""
 
 import keras
@@ -7,7 +7,7 @@ import pytest
 from helpers import assert_same_weights, make_mlp, start_of
 
 import gaviz
-from gaviz.training.closeness import ULPS, allowed_gap, variable_gaps
+from gaviz.training.verify.closeness import ULPS, allowed_gap, variable_gaps
 
 EPS = float(np.finfo("float32").eps)
 

@@ -1,5 +1,5 @@
 """Every compiled loss is known per-row or checked for coupled rows before
-training (gaviz.training.row_losses): Circle, in-batch negatives and a loss
+training (gaviz.training.loss.row_losses): Circle, in-batch negatives and a loss
 that normalizes over its batch are refused by name; Keras's per-row losses are
 not probed and stay equal to Model.fit, and so do an own per-row function, a
 sample-weighted and a masked per-token Loss. A window whose loss counts
@@ -13,7 +13,7 @@ from helpers import assert_same_history, assert_same_weights, start_of
 from keras import ops
 
 import gaviz
-from gaviz.training import row_losses
+from gaviz.training.loss import row_losses
 
 B, K, ROWS = 4, 3, 26  # windows of 12 rows: 12, 12, 2
 

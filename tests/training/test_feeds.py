@@ -1,4 +1,4 @@
-"""fit's data as epochs (gaviz.training.feeds): each a pass, described, not run
+"""fit's data as epochs (gaviz.training.data.feeds): each a pass, described, not run
 (a fresh iterator, or the arrays in an epoch's row order); no model is trained here.
 The feed is given no window loop: fit's data runs one way."""
 
@@ -8,7 +8,8 @@ import tensorflow as tf
 from helpers import make_mlp
 
 from gaviz import _tensorflow
-from gaviz.training import feeds, sources
+from gaviz.training.data import feeds
+from gaviz.training.loop import sources
 
 STRATEGY = tf.distribute.get_strategy()
 

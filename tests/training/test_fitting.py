@@ -1,4 +1,4 @@
-"""fit's epoch loop (gaviz.training.fitting) over scripted graph calls: what it records,
+"""fit's epoch loop (gaviz.training.fit.fitting) over scripted graph calls: what it records,
 which callbacks it calls, when it raises. No window is really run here: a
 stand-in window loop hands back packed WindowResults as the graph would, for a
 stand-in feed's passes."""
@@ -8,11 +8,13 @@ import pytest
 import tensorflow as tf
 from helpers import make_mlp
 
-from gaviz.training import feeds, fitting, verdicts
-from gaviz.training.call_size import CallSize
-from gaviz.training.history import NonFiniteUpdate
-from gaviz.training.tail import Tail
-from gaviz.training.window import WindowResult
+from gaviz.training.data import feeds
+from gaviz.training.fit import fitting
+from gaviz.training.fit.call_size import CallSize
+from gaviz.training.fit.history import NonFiniteUpdate
+from gaviz.training.window import verdicts
+from gaviz.training.window.arithmetic import WindowResult
+from gaviz.training.window.tail import Tail
 
 
 def result(applied=True, due=True, finite=True, exhausted=False, loss=0.5, rows=8.0, k=2,

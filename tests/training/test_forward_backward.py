@@ -1,4 +1,4 @@
-"""One micro-batch's forward and backward pass (gaviz.training.forward_backward), as sums:
+"""One micro-batch's forward and backward pass (gaviz.training.loop.forward_backward), as sums:
 compared with the same quantities computed by hand on a plain tape."""
 
 import keras
@@ -6,8 +6,8 @@ import numpy as np
 import tensorflow as tf
 from helpers import make_mlp
 
-from gaviz.training.forward_backward import ForwardBackward, unpack
-from gaviz.training.objective import Objective
+from gaviz.training.loop.forward_backward import ForwardBackward, unpack
+from gaviz.training.loss.objective import Objective
 
 
 def prepared(model, x, y, loss="mse", metrics=None):

@@ -1,4 +1,4 @@
-"""The compiled loss as sums (gaviz.training.objective): what a window is divided by is
+"""The compiled loss as sums (gaviz.training.loss.objective): what a window is divided by is
 known from the losses' reductions as soon as the trainer is made."""
 
 import keras

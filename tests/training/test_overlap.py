@@ -1,4 +1,4 @@
-"""Two micro-steps in flight (gaviz.training.overlap): where they are allowed,
+"""Two micro-steps in flight (gaviz.training.loop.overlap): where they are allowed,
 and that they change no number: the weights are those of one micro-step at a time."""
 
 import keras
@@ -9,7 +9,9 @@ from helpers import PIPELINES, make_mlp
 from reference import dataset_of, micro_batches
 
 import gaviz
-from gaviz.training import compiling, overlap, rules
+from gaviz.training.fit import compiling
+from gaviz.training.loop import overlap
+from gaviz.training.window import rules
 
 
 def in_flight(model, rows=32, exact_steps=True, replicas=1):

@@ -25,7 +25,7 @@ import gaviz
 keras_hub = pytest.importorskip("keras_hub")
 
 B, K = 4, 2  # micro-batch and accumulation steps: the task's batch is 8
-#: An absolute bound, not the one rule (gaviz.training.closeness), for the tasks
+#: An absolute bound, not the one rule (gaviz.training.verify.closeness), for the tasks
 #: with attention whose key bias has no gradient in exact arithmetic (softmax
 #: ignores a constant added to every score): it moves by float rounding alone,
 #: and both trainings' rounding differ by 0.9 to 3.9 times that movement.

@@ -1,4 +1,4 @@
-"""The check that a loss is a mean over the batch's rows (gaviz.training.row_means):
+"""The check that a loss is a mean over the batch's rows (gaviz.training.loss.row_means):
 it holds for row means whatever the rows hold, and finds a token mean and a batch
 statistic, also where the rows at hand look alike."""
 
@@ -6,8 +6,8 @@ import numpy as np
 import tensorflow as tf
 
 from gaviz import _keras
-from gaviz.training import row_means
-from gaviz.training.row_means import Batch
+from gaviz.training.loss import row_means
+from gaviz.training.loss.row_means import Batch
 
 ROWS = 8
 

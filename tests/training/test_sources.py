@@ -1,11 +1,12 @@
-"""Where a window's micro-batches come from (gaviz.training.sources), without a model:
+"""Where a window's micro-batches come from (gaviz.training.loop.sources), without a model:
 each source hands a counting micro-step its elements, in order."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from gaviz.training import feeds, sources
+from gaviz.training.data import feeds
+from gaviz.training.loop import sources
 
 
 def counting_step(element, sums):

@@ -1,10 +1,10 @@
-"""The trainer's state between graph calls (gaviz.training.state): counters, and a
+"""The trainer's state between graph calls (gaviz.training.loop.state): counters, and a
 carried window kept and read back."""
 
 import tensorflow as tf
 
-from gaviz.training import window
-from gaviz.training.state import TrainerState
+from gaviz.training.loop.state import TrainerState
+from gaviz.training.window import arithmetic
 
 
 def variables():
@@ -28,7 +28,7 @@ def test_a_carried_window_is_stored_and_loaded_back():
     state.build(weights, carries=True)
     assert state.carries and [a.dtype for a in state.window.gradient_sums] == [tf.float32,
                                                                               tf.float64]
-    sums = window.WindowSums([tf.fill((2, 3), 2.0), tf.fill([3], tf.constant(3.0, tf.float64))],
+    sums = arithmetic.WindowSums([tf.fill((2, 3), 2.0), tf.fill([3], tf.constant(3.0, tf.float64))],
                              tf.constant(5.0), tf.constant(7.0), tf.constant(7.0), tf.constant(4.0))
     state.window.write(sums)
     loaded = state.window.read(weights)

@@ -1,11 +1,11 @@
-"""What becomes of a partial window at the end of an epoch (gaviz.training.tail): the
+"""What becomes of a partial window at the end of an epoch (gaviz.training.window.tail): the
 one place the tail policy decides a window due, closed, an epoch's updates, and
 whether an epoch is long enough."""
 
 import pytest
 import tensorflow as tf
 
-from gaviz.training.tail import POLICIES, Tail
+from gaviz.training.window.tail import POLICIES, Tail
 
 
 @pytest.mark.parametrize("tail, carried, expected", [

@@ -176,7 +176,7 @@ def test_checkpoint_mid_window_resumes_exactly(micro, tmp_path):
     assert int(lost.optimizer.iterations.numpy()) == 2
     lost.state.micro_steps_in_window.assign(0)
     carried = lost.state.window
-    for variable in [*lost.accumulators, carried.loss_sum, carried.sample_count,
+    for variable in [*lost.carried_sums, carried.loss_sum, carried.sample_count,
                      carried.normalizer, carried.rows]:
         variable.assign(tf.zeros_like(variable))
     lost.fit(ds, epochs=1)

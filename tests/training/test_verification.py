@@ -15,7 +15,7 @@ from test_added_loss import Router, sequence_model
 from test_added_loss import data as sequences
 
 import gaviz
-from gaviz.training import verification
+from gaviz.training.verify import verification
 
 K, B = 4, 16  # verified at micro-batches of ceil(16 / 4) = 4, Model.fit at 16
 

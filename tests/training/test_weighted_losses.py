@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from gaviz.training import weighted_losses
+from gaviz.training.loss import weighted_losses
 
 
 @pytest.mark.parametrize(

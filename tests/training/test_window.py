@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 
 from gaviz.gallery.pitfalls import full_window_divisor, mean_contribution, no_divisor, once_per_micro_step
-from gaviz.training import rules, verdicts, window
-from gaviz.training.window import WindowResult, WindowSums
+from gaviz.training.window import arithmetic, rules, verdicts
+from gaviz.training.window.arithmetic import WindowResult, WindowSums
 
 
 def sums(grads, loss_sum, count, normalizer=None):
@@ -19,10 +19,10 @@ def sums(grads, loss_sum, count, normalizer=None):
 
 def test_gradients_1_2_3_4_average_to_exactly_2_5():
     variables = [tf.Variable(0.0)]
-    total = window.zeros(variables)
+    total = arithmetic.zeros(variables)
     for g in (1.0, 2.0, 3.0, 4.0):
-        total = window.add(total, sums([g], g, 1))
-    (grad,) = window.divide(total.gradients, total.normalizer)
+        total = arithmetic.add(total, sums([g], g, 1))
+    (grad,) = arithmetic.divide(total.gradients, total.normalizer)
     assert grad.numpy() == 2.5
     assert total.loss_sum.numpy() == 10.0 and total.sample_count.numpy() == 4.0
 
@@ -30,38 +30,38 @@ def test_gradients_1_2_3_4_average_to_exactly_2_5():
 def test_ragged_micro_batches_divide_once_by_the_window_count():
     # 1 sample with gradient 10, then 3 samples with gradient 2 each (sum 6):
     # the big batch's mean is 16 / 4 = 4; the mean of means would be (10 + 2) / 2 = 6.
-    total = window.add(window.add(window.zeros([tf.Variable(0.0)]), sums([10.0], 0, 1)),
+    total = arithmetic.add(arithmetic.add(arithmetic.zeros([tf.Variable(0.0)]), sums([10.0], 0, 1)),
                        sums([6.0], 0, 3))
-    assert window.divide(total.gradients, total.normalizer)[0].numpy() == 4.0
+    assert arithmetic.divide(total.gradients, total.normalizer)[0].numpy() == 4.0
 
 
 def test_an_empty_window_gives_zeros_not_nan():
     variables = [tf.Variable(tf.ones((2, 3))), tf.Variable(tf.ones((3,), tf.float64))]
-    empty = window.zeros(variables)
+    empty = arithmetic.zeros(variables)
     assert [g.dtype for g in empty.gradients] == [tf.float32, tf.float64]
-    grads = window.divide(empty.gradients, empty.normalizer)
+    grads = arithmetic.divide(empty.gradients, empty.normalizer)
     for g in grads:
         np.testing.assert_array_equal(g.numpy(), 0.0)
-    assert window.all_finite(empty.loss_sum, grads).numpy()
+    assert arithmetic.all_finite(empty.loss_sum, grads).numpy()
 
 
 def test_float16_gradients_are_summed_in_float32():
-    total = window.zeros([tf.Variable(tf.zeros((1,), tf.float16))])
+    total = arithmetic.zeros([tf.Variable(tf.zeros((1,), tf.float16))])
     tiny = tf.constant([1e-4], tf.float16)
     for _ in range(2048):  # in float16, 0.2 + 1e-4 rounds back to about 0.2
-        total = window.add(total, WindowSums([tiny], 0.0, 1.0, 1.0))
+        total = arithmetic.add(total, WindowSums([tiny], 0.0, 1.0, 1.0))
     assert total.gradients[0].dtype == tf.float32
     np.testing.assert_allclose(total.gradients[0].numpy(), 2048 * float(tiny.numpy()[0]), rtol=1e-4)
 
 
 def test_regularization_gradient_is_added_after_the_division():
-    (grad,) = window.divide([tf.constant(8.0)], tf.constant(4.0), [tf.constant(0.5)])
+    (grad,) = arithmetic.divide([tf.constant(8.0)], tf.constant(4.0), [tf.constant(0.5)])
     assert grad.numpy() == 2.5
 
 
 def test_non_finite_values_are_found():
-    assert not window.all_finite(tf.constant(1.0), [tf.constant([0.0, np.inf])]).numpy()
-    assert not window.all_finite(tf.constant(np.nan), [tf.constant([0.0])]).numpy()
+    assert not arithmetic.all_finite(tf.constant(1.0), [tf.constant([0.0, np.inf])]).numpy()
+    assert not arithmetic.all_finite(tf.constant(np.nan), [tf.constant([0.0])]).numpy()
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])
@@ -78,7 +78,7 @@ def test_non_finite_values_are_found_inside_a_graph(jit_compile, dtype, bad):
 
     @tf.function(jit_compile=jit_compile)
     def finite():
-        return window.all_finite(tf.constant(1.0), [variable * 2, tf.ones((5,), dtype)])
+        return arithmetic.all_finite(tf.constant(1.0), [variable * 2, tf.ones((5,), dtype)])
 
     assert bool(finite()) is (bad is None)
 

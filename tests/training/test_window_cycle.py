@@ -1,16 +1,16 @@
 """A window's cycle, its finish, judge, apply and reset phases, as exact values
-(gaviz.training.window_cycle), and where its sums live between calls (WindowStore)."""
+(gaviz.training.window.window_cycle), and where its sums live between calls (WindowStore)."""
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from gaviz.gallery import pitfalls
-from gaviz.training import rules, window_cycle
-from gaviz.training.forward_backward import WeightPenalty
-from gaviz.training.window import WindowSums
-from gaviz.training.window_cycle import WindowCycle
-from gaviz.training.window_store import WindowStore
+from gaviz.training.loop.forward_backward import WeightPenalty
+from gaviz.training.window import rules, window_cycle
+from gaviz.training.window.arithmetic import WindowSums
+from gaviz.training.window.window_cycle import WindowCycle
+from gaviz.training.window.window_store import WindowStore
 
 # A kernel of 1 under L2(0.5): penalty 0.5 * 1**2 = 0.5, its gradient 2 * 0.5 * 1 = 1.
 PENALTY, PENALTY_GRAD = 0.5, 1.0

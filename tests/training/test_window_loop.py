@@ -1,4 +1,4 @@
-"""The window loop built from its parts (gaviz.training.window_loop), with no trainer:
+"""The window loop built from its parts (gaviz.training.loop.window_loop), with no trainer:
 a micro-step, a window cycle, a state, a strategy, a rule and a tail."""
 
 import keras
@@ -7,14 +7,15 @@ import tensorflow as tf
 from helpers import assert_same_weights, clone, make_mlp, start_of
 from reference import dataset_of, group_windows, micro_batches, train_big_batches
 
-from gaviz.training import rules, window_cycle, window_loop
-from gaviz.training.forward_backward import ForwardBackward, WeightPenalty
-from gaviz.training.objective import Objective
-from gaviz.training.state import TrainerState
-from gaviz.training.tail import Tail
-from gaviz.training.window import WindowResult
-from gaviz.training.window_cycle import WindowCycle
-from gaviz.training.window_loop import WindowLoop
+from gaviz.training.loop import window_loop
+from gaviz.training.loop.forward_backward import ForwardBackward, WeightPenalty
+from gaviz.training.loop.state import TrainerState
+from gaviz.training.loop.window_loop import WindowLoop
+from gaviz.training.loss.objective import Objective
+from gaviz.training.window import rules, window_cycle
+from gaviz.training.window.arithmetic import WindowResult
+from gaviz.training.window.tail import Tail
+from gaviz.training.window.window_cycle import WindowCycle
 
 K, LR = 3, 0.1
 SIZES = [4, 6, 3, 5, 2, 7, 4]  # ragged, 7 micro-batches: two full windows and a tail of 1

@@ -26,7 +26,7 @@ from helpers import (
 from reference import group_windows, micro_batches, train_big_batches
 
 import gaviz
-from gaviz.training import compiling
+from gaviz.training.fit import compiling
 
 B, K = 8, 3  # 100 rows: 12 micro-batches of 8 and a short one of 4
 MSE = keras.losses.MeanSquaredError(reduction=None)

@@ -11,7 +11,7 @@ import numpy as np
 
 import gaviz
 from gaviz.plotting import CurveFigure
-from gaviz.training.history import History, Update
+from gaviz.training.fit.history import History, Update
 from gaviz.widgets.keraslog import KerasLog
 from gaviz.widgets.liveplot import CurveRenderer, keras_lines
 

@@ -5,7 +5,7 @@ import pytest
 
 import gaviz
 from gaviz import demo
-from gaviz.training import tail
+from gaviz.training.window import tail
 from gaviz.widgets import runs
 from gaviz.widgets.dashboard_form import DashboardForm
 

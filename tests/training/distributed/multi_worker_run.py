@@ -22,7 +22,7 @@ import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import gaviz  # noqa: E402
-from gaviz.training.call_size import worker_count  # noqa: E402
+from gaviz.training.fit.call_size import worker_count  # noqa: E402
 
 K, MICRO, SAMPLES = 3, 8, 100
 

@@ -1,17 +1,17 @@
 """A window's life, written once for the trainer and :class:`gaviz.Accumulator`.
 
-After its micro-batches are added (:func:`gaviz.training.window.add`), a window is
+After its micro-batches are added (:func:`gaviz.training.window.arithmetic.add`), a window is
 
 1. **reduced**: its sums across replicas, in one batched all-reduce
    (:func:`all_reduce`), so every replica holds the window's totals;
 2. **finished**: divided once (the rule's divisor: the window's count, or
    nothing for a ``"sum"`` loss), the weight penalty added, and found finite
    or not (:meth:`WindowCycle.finish`);
-3. **judged**: due or not (the :class:`~gaviz.training.tail.Tail` decides),
+3. **judged**: due or not (the :class:`~gaviz.training.window.tail.Tail` decides),
    and refused where a count is invalid, the gradient is not finite
    (:meth:`WindowCycle.finite`), or its variables with a gradient are not
    among those the update was traced for (:meth:`WindowCycle.judge`, a
-   :data:`verdict <ACCEPTED>`; :mod:`gaviz.training.refusals` says a refusal);
+   :data:`verdict <ACCEPTED>`; :mod:`gaviz.training.window.refusals` says a refusal);
 4. **applied**: one optimizer update, of the variables that had a gradient
    (:meth:`WindowCycle.patterns`, :meth:`WindowCycle.chosen`), in
    cross-replica context, so that the optimizer clips the window's gradient; a
@@ -21,8 +21,8 @@ After its micro-batches are added (:func:`gaviz.training.window.add`), a window 
 
 Each decision is made here once, for both; where the sums live is what
 varies: in loop tensors inside one graph call, the trainer's fast path
-(:mod:`gaviz.training.window_loop`), or in replica-local variables, a
-:class:`~gaviz.training.window_store.WindowStore`: the Accumulator's window,
+(:mod:`gaviz.training.loop.window_loop`), or in replica-local variables, a
+:class:`~gaviz.training.window.window_store.WindowStore`: the Accumulator's window,
 which spans calls, and a window the trainer carries into the next epoch.
 """
 
@@ -36,8 +36,10 @@ import keras
 import tensorflow as tf
 
 from gaviz import _keras
-from gaviz.training import optimizers, rules, window
-from gaviz.training.verdicts import (  # noqa: F401 (the cycle's verdicts)
+from gaviz.training.fit import optimizers
+from gaviz.training.window import arithmetic, rules
+from gaviz.training.window.arithmetic import WindowSums
+from gaviz.training.window.verdicts import (  # noqa: F401 (the cycle's verdicts)
     ACCEPTED,
     BAD_COUNT,
     NOT_DUE,
@@ -45,7 +47,6 @@ from gaviz.training.verdicts import (  # noqa: F401 (the cycle's verdicts)
     REFUSALS,
     UNFORESEEN_GRADIENTS,
 )
-from gaviz.training.window import WindowSums
 
 
 class Finished(NamedTuple):
@@ -64,7 +65,7 @@ class WindowCycle:
         optimizer: the optimizer each update steps (a ``LossScaleOptimizer``
             may skip a window: counted in ``skipped_windows``).
         variables: ``() -> list``, the trained variables, read when called.
-        rule: the window's arithmetic (:data:`gaviz.training.rules.EXACT`).
+        rule: the window's arithmetic (:data:`gaviz.training.window.rules.EXACT`).
         divides: whether the window is divided by its count (False for a loss
             whose reduction is ``"sum"``).
         penalty: the weight penalty a window adds once (the rule may count it
@@ -99,8 +100,8 @@ class WindowCycle:
         if not self.divides:
             divisor = tf.ones_like(divisor)
         loss = tf.math.divide_no_nan(totals.loss_sum, divisor) + penalty
-        grads = window.divide(totals.gradients, divisor, penalty_grads)
-        return Finished(loss, grads, self.finite(loss, lambda: window.all_finite(0.0, grads)))
+        grads = arithmetic.divide(totals.gradients, divisor, penalty_grads)
+        return Finished(loss, grads, self.finite(loss, lambda: arithmetic.all_finite(0.0, grads)))
 
     def finite(self, loss, gradients_finite: Callable):
         """Whether a window counts as finite: its loss, and without a loss
@@ -117,7 +118,7 @@ class WindowCycle:
         penalty, grads = self.penalty()
         times = self.rule.penalty_times(micro_steps_in_window)
         variables = self.variables()
-        grads = [tf.zeros(v.shape, window.sum_dtype(v)) if g is None
+        grads = [tf.zeros(v.shape, arithmetic.sum_dtype(v)) if g is None
                  else g * tf.cast(times, g.dtype) for g, v in zip(grads, variables)]
         return penalty * times, grads
 

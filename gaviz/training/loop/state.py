@@ -5,14 +5,14 @@ checkpoints. Counters are global (the same on every replica). A window's
 sums live in loop tensors inside one graph call; only a window that must
 outlive the call (``tail="carry"``, or a rule whose next window starts
 from the last one's sums) is kept, in a
-:class:`~gaviz.training.window_store.WindowStore`, each replica keeping its share.
+:class:`~gaviz.training.window.window_store.WindowStore`, each replica keeping its share.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from gaviz.training.window_store import WindowStore
+from gaviz.training.window.window_store import WindowStore
 
 
 class TrainerState(tf.Module):

@@ -14,7 +14,7 @@ which Keras's own ``compute_loss`` does for losses that are means over samples
 divided by something else (tokens under a mask, a batch statistic such as a
 contrastive loss, a sum over rows) is not: the trainer refuses such an
 override by name, before training, from a check on rows drawn from across
-the data (:mod:`gaviz.training.row_means`). The override may make its own
+the data (:mod:`gaviz.training.loss.row_means`). The override may make its own
 targets (``fit(x)`` with no ``y``, as a contrastive model's does): it is given
 ``y=None``, as ``Model.fit`` gives it.
 """
@@ -26,8 +26,8 @@ import inspect
 import numpy as np
 import tensorflow as tf
 
-from gaviz.training import row_means
-from gaviz.training.objective import MicroLoss
+from gaviz.training.loss import row_means
+from gaviz.training.loss.objective import MicroLoss
 
 
 class OwnLoss:

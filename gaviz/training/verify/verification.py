@@ -13,7 +13,7 @@ random states, the trainer's counters): the user's objects come out as they
 went in, bit for bit, and no copy of the model is made.
 
 What it compares: each variable, and each optimizer variable, by the one
-rule for equal (:mod:`gaviz.training.closeness`: its gap against how far
+rule for equal (:mod:`gaviz.training.verify.closeness`: its gap against how far
 training moved it), and the loss and every compiled metric of the epoch.
 
 Where the two differ, probes look for the cause rather than guess it:
@@ -40,9 +40,11 @@ import tensorflow as tf
 from keras import tree
 
 from gaviz import _keras
-from gaviz.training import batch_layers, checks, closeness, feeds
-from gaviz.training.added_loss import InexactAddedLoss
-from gaviz.training.sparse_gradients import SparseGradientWarning
+from gaviz.training.data import feeds
+from gaviz.training.fit import batch_layers, checks
+from gaviz.training.loss.added_loss import InexactAddedLoss
+from gaviz.training.loss.sparse_gradients import SparseGradientWarning
+from gaviz.training.verify import closeness
 
 #: Full windows a verification trains, before its partial one.
 FULL_WINDOWS = 2

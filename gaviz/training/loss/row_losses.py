@@ -1,5 +1,5 @@
 """Does a compiled loss give each row a value of its own? The check behind
-every loss the trainer reads with ``Loss.call`` (:mod:`gaviz.training.objective`).
+every loss the trainer reads with ``Loss.call`` (:mod:`gaviz.training.loss.objective`).
 
 The trainer computes a compiled loss's values on each micro-batch, sums them
 (with sample weights and masks) and divides the window once. That equals
@@ -28,7 +28,7 @@ import keras
 import numpy as np
 
 from gaviz import _keras
-from gaviz.training import row_means
+from gaviz.training.loss import row_means
 
 #: Keras's loss functions whose value for a row reads that row alone (along
 #: the default ``axis=-1`` where they take one): compile wraps each, and each
@@ -128,7 +128,7 @@ class CoupledLoss(ValueError):
 
     Attributes:
         loss: the loss's name (its output's, for several outputs).
-        coupling: the check's finding (``gaviz.training.row_losses.Coupling``): the
+        coupling: the check's finding (``gaviz.training.loss.row_losses.Coupling``): the
             row whose value changed, among the others and alone.
     """
 

@@ -2,7 +2,7 @@
 
 An ``Embedding``'s gradient is a ``tf.IndexedSlices``: one row per lookup, a
 token that occurs 50 times in a batch has 50 rows. gaviz adds the rows into
-the window's dense sum first (``gaviz.training.window.densify``), so the
+the window's dense sum first (``gaviz.training.window.arithmetic.densify``), so the
 optimizer sees the textbook gradient of the batch's loss. Keras 3 applies the
 slices as they come: Adam's second moment receives ``sum(g_i ** 2)`` over a
 row's occurrences where Adam defines ``(sum g_i) ** 2``. One row looked up 50
@@ -21,7 +21,7 @@ import warnings
 import keras
 import tensorflow as tf
 
-from gaviz.training import optimizers
+from gaviz.training.fit import optimizers
 
 #: Where the docs explain it: the guide page in the repository, and its section.
 DOCS = "https://github.com/gaviz/gaviz/blob/main/docs/guide/own_loop.md#sparse-gradients"
@@ -64,7 +64,7 @@ def warn_if_fit_differs(optimizer, gradients, variables, stacklevel: int = 2) ->
 
 class SparseGradientWarning(UserWarning):
     """Sparse gradients meet an optimizer for which ``Model.fit`` differs from
-    the exact window (:mod:`gaviz.training.sparse_gradients`)."""
+    the exact window (:mod:`gaviz.training.loss.sparse_gradients`)."""
 
 
 def _name(variable) -> str:

@@ -22,7 +22,7 @@ window's samples times that number), or when every loss is a ``"sum"``.
 Other combinations are refused with a ``ValueError``, never approximated.
 
 A model compiled without a loss whose layers add it with ``add_loss``
-(:mod:`gaviz.training.added_loss`) has no terms: a micro-batch then adds no loss of
+(:mod:`gaviz.training.loss.added_loss`) has no terms: a micro-batch then adds no loss of
 its own, only its rows, by which the window divides the added losses.
 """
 
@@ -36,7 +36,7 @@ import tensorflow as tf
 from keras import tree
 
 from gaviz import _keras
-from gaviz.training import row_losses, row_means, weighted_losses
+from gaviz.training.loss import row_losses, row_means, weighted_losses
 
 #: What a window may be divided by (``normalize``).
 NORMALIZATIONS = ("samples", "weights", "sum")

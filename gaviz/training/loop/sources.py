@@ -14,7 +14,7 @@ window holds ``k`` of them or the data runs out, and returns
   what an epoch costs (benchmarks/bench_dispatch.py).
 
 Both loops run ``in_flight`` micro-steps at a time (``parallel_iterations``):
-one, unless :mod:`gaviz.training.overlap` allows two. A ``tf.while_loop``
+one, unless :mod:`gaviz.training.loop.overlap` allows two. A ``tf.while_loop``
 otherwise runs up to 10 iterations at once, and several micro-batches'
 activations would be alive at the peak (the memory benchmark measured 57 MiB
 against 31 MiB), which is what accumulation is for avoiding.

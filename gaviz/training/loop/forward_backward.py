@@ -1,7 +1,7 @@
 """One micro-batch's forward and backward pass, as the sums a window adds.
 
 A micro-batch contributes its summed (not mean) loss, the gradients of that
-sum, its sample count and its normalizer (:class:`gaviz.training.window.WindowSums`);
+sum, its sample count and its normalizer (:class:`gaviz.training.window.arithmetic.WindowSums`);
 the window adds these up and divides once, when it finishes.
 """
 
@@ -10,9 +10,10 @@ from __future__ import annotations
 import tensorflow as tf
 
 from gaviz import _keras
-from gaviz.training import optimizers, sparse_gradients
-from gaviz.training.objective import Objective
-from gaviz.training.window import WindowSums
+from gaviz.training.fit import optimizers
+from gaviz.training.loss import sparse_gradients
+from gaviz.training.loss.objective import Objective
+from gaviz.training.window.arithmetic import WindowSums
 
 
 class ForwardBackward:
@@ -104,7 +105,7 @@ class ForwardBackward:
         each is multiplied by the micro-batch's ``normalizer`` (rows, loss
         elements or total weight), and the window's one division gives it
         back: Model.fit's value at ``accumulation_steps=1``, and over a window
-        exactly where :mod:`gaviz.training.added_loss` says. With a loss that
+        exactly where :mod:`gaviz.training.loss.added_loss` says. With a loss that
         is not divided (``normalize="sum"``), each counts ``1 / k``.
         """
         losses = self.model.losses
@@ -134,7 +135,7 @@ def clip_mean_gradient(micro: WindowSums, optimizer) -> WindowSums:
 
 class WeightPenalty:
     """A model's weight penalty (its weights' regularizers), which a window adds
-    once, not once per micro-batch (:class:`gaviz.training.window_cycle.WindowCycle`)."""
+    once, not once per micro-batch (:class:`gaviz.training.window.window_cycle.WindowCycle`)."""
 
     def __init__(self, model):
         self.model = model
@@ -163,7 +164,7 @@ class Reach:
     None gradient from the tape, which ``Model.fit`` hands its optimizer as
     None, so that they are left out of the update (not moved by momentum, not
     decayed). The window sums zeros for them; its update steps the others
-    (:meth:`gaviz.training.window_cycle.WindowCycle.patterns`).
+    (:meth:`gaviz.training.window.window_cycle.WindowCycle.patterns`).
 
     Set while the micro-step is traced (the model's graph decides it, the same
     in every trace of one model), read by the update traced after it.

@@ -1,7 +1,7 @@
 """The trainer's arguments, checked at its boundary: each check names the
 argument, what it expects and what arrived (Keras's message style). The data
-is checked in :mod:`gaviz.training.data_checks`, the loss in
-:mod:`gaviz.training.objective`, plain values in :mod:`gaviz._arguments`."""
+is checked in :mod:`gaviz.training.data.data_checks`, the loss in
+:mod:`gaviz.training.loss.objective`, plain values in :mod:`gaviz._arguments`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import tensorflow as tf
 
 # The plain checks, for the parts that check arguments here.
 from gaviz._arguments import check_int_at_least, check_one_of, check_positive_int  # noqa: F401
-from gaviz.training import optimizers
+from gaviz.training.fit import optimizers
 
 
 class Schedule:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keras
 
-from gaviz.training import data_checks, feeds
+from gaviz.training.data import data_checks, feeds
 
 
 class Validation:

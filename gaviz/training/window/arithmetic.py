@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from gaviz.training import verdicts
+from gaviz.training.window import verdicts
 
 
 class WindowSums(NamedTuple):
@@ -52,7 +52,7 @@ class WindowResult(NamedTuple):
 
     Attributes:
         applied: an update was applied (not skipped by loss scaling).
-        verdict: the window's verdict (:mod:`gaviz.training.verdicts`):
+        verdict: the window's verdict (:mod:`gaviz.training.window.verdicts`):
             ``NOT_DUE``, ``ACCEPTED`` or why it was refused.
         exhausted: the dataset ran out during this window.
         loss: the window's loss: summed loss / divisor + weight regularization.
@@ -149,7 +149,7 @@ def densify(gradient, like, dtype):
     An Embedding's gradient is a ``tf.IndexedSlices``, one row per lookup: its
     rows are added into the dense sum here, duplicates included, so the window
     holds the textbook gradient of its summed loss (the sum of squares that
-    Keras's sparse updates see instead is :mod:`gaviz.training.sparse_gradients`'
+    Keras's sparse updates see instead is :mod:`gaviz.training.loss.sparse_gradients`'
     subject). The dense sum is one copy of the table.
     """
     if isinstance(gradient, tf.IndexedSlices):

@@ -1,25 +1,13 @@
 """Exact accumulation as a piece of anyone's loop: :class:`Accumulator`.
 
-A micro-batch's loss is a mean over its ``count`` items (rows, real tokens,
-a weight sum). Weighing its gradient by ``count`` gives the gradient of its
-summed loss; the window adds those up and divides once by its total count::
-
-    g = sum_window(count_j * grad(mean_j)) / sum_window(count_j)
-
-the gradient of the big batch's mean, ragged micro-batches and a partial
-window included. Dividing by k instead (Keras's
-``gradient_accumulation_steps``, optax's ``MultiSteps``, Accelerate) is the
-mean of micro-batch means.
-
-The sums live in replica-local ``tf.Variable`` s (a
-:class:`~gaviz.training.window_store.WindowStore`), so a window may span
-``tf.function`` calls, ``strategy.run`` calls and ``Model.fit``'s steps.
-Every decision about the window is the trainer's own: when it is due and
-closes (:class:`~gaviz.training.tail.Tail`), its reduction, divisor, checks,
-the variables it updates, the update and the reset
-(:class:`~gaviz.training.window_cycle.WindowCycle`), and how a refusal is said
-(:mod:`gaviz.training.refusals`). What is this module's: adding a micro-batch
-to variables, and taking the decision in cross-replica context.
+A micro-batch's loss is a mean over its ``count`` items; the window adds
+``count * gradient`` and divides once by the total count, the gradient of
+the big batch's mean (Keras's ``gradient_accumulation_steps``, optax's
+``MultiSteps`` and Accelerate divide by k: the mean of means). The sums live
+in replica-local variables (a ``WindowStore``), so a window spans calls.
+Every decision about the window is the trainer's own (``window/``: the
+tail, the cycle, the refusals); what is this module's is adding a
+micro-batch to variables and deciding in cross-replica context.
 """
 
 from __future__ import annotations
@@ -27,11 +15,13 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from gaviz.training import checks, refusals, sparse_gradients, window
-from gaviz.training.tail import Tail
-from gaviz.training.verdicts import ACCEPTED, NOT_DUE
-from gaviz.training.window_cycle import WindowCycle, all_reduce, closing, reduced
-from gaviz.training.window_store import WindowStore
+from gaviz.training.fit import checks
+from gaviz.training.loss import sparse_gradients
+from gaviz.training.window import arithmetic, refusals
+from gaviz.training.window.tail import Tail
+from gaviz.training.window.verdicts import ACCEPTED, NOT_DUE
+from gaviz.training.window.window_cycle import WindowCycle, all_reduce, closing, reduced
+from gaviz.training.window.window_store import WindowStore
 
 #: The most sets of variables with a gradient that one traced update chooses
 #: among (each is a branch holding a whole optimizer update).
@@ -50,15 +40,12 @@ class Accumulator(tf.Module):
         ...
         acc.flush()   # at the end of an epoch: the partial window, by its own count
 
-    Works eagerly and inside ``tf.function`` (nothing retraces per window),
-    inside ``strategy.run`` (micro-steps add to each replica's own sums; an
-    update all-reduces once), and in a model's ``train_step`` under
-    ``Model.fit``, also under ``MirroredStrategy``, where Keras's own
-    ``gradient_accumulation_steps`` fails (keras-team/keras#20582). One
-    update is one ``optimizer.apply_gradients`` call: clipping, weight decay,
-    EMA and a loss scale act once per update, ``optimizer.iterations`` counts
-    updates. With a ``LossScaleOptimizer``, add the gradients of the scaled
-    loss: the window is unscaled once, and skipped whole if it overflows.
+    Works eagerly, inside ``tf.function`` and ``strategy.run`` (one
+    all-reduce per update), and in a ``train_step`` under ``Model.fit``, also
+    under ``MirroredStrategy`` (where Keras's own fails, keras-team/keras#20582).
+    One update is one ``optimizer.apply_gradients`` call. With a
+    ``LossScaleOptimizer``, add the gradients of the scaled loss: the window
+    is unscaled once, and skipped whole if it overflows.
 
     A variable with a None gradient in every micro-batch of a window is left
     out of its update, as Keras leaves it out of the big batch's. Inside
@@ -71,7 +58,7 @@ class Accumulator(tf.Module):
     asserted in a graph; XLA drops assertions, so a refusal in a call it
     compiled is raised by the next eager call. Sparse gradients are summed
     densely (the textbook update; ``Model.fit`` differs for some optimizers,
-    said once: :mod:`gaviz.training.sparse_gradients`). The guide's "Accumulate
+    said once: :mod:`gaviz.training.loss.sparse_gradients`). The guide's "Accumulate
     in your own loop" says each of these at length.
 
     Args:
@@ -138,24 +125,19 @@ class Accumulator(tf.Module):
 
         Args:
             gradients: one per variable, in ``variables``' order, as
-                ``tape.gradient`` returns them (None for a variable the loss
-                does not reach; ``tf.IndexedSlices`` for an Embedding). Under
-                a strategy, call it inside ``strategy.run`` with this
-                replica's gradients, of the loss you would hand
-                ``optimizer.apply_gradients`` there.
+                ``tape.gradient`` returns them (None, or ``tf.IndexedSlices``
+                for an Embedding). Under a strategy, inside ``strategy.run``:
+                this replica's gradients.
             count: what the micro-batch's loss divides by (on this replica):
-                its rows, its real tokens, or its weight sum. A finite
-                scalar > 0 (>= 0 for a replica's share under several replicas).
+                its rows, real tokens or weight sum; finite, > 0 (>= 0 for a
+                replica's share under several replicas).
 
         Raises:
             ValueError: ``gradients`` do not match ``variables``, ``count``
-                is not a scalar or (eagerly) not valid, it is called in
-                cross-replica context under several replicas, or a window was
-                refused under XLA since the last eager call.
-            gaviz.NonFiniteUpdate: a non-finite window was refused under XLA
-                since the last eager call.
-            tf.errors.InvalidArgumentError: ``count`` invalid, in a graph;
-                nothing was added. Under XLA the window is refused when due.
+                is not valid (eagerly), it is called in cross-replica context
+                under several replicas, or a window was refused under XLA.
+            gaviz.NonFiniteUpdate: a non-finite window was refused under XLA.
+            tf.errors.InvalidArgumentError: ``count`` invalid, in a graph.
         """
         self._add(gradients, count, stacklevel=3)
 
@@ -166,13 +148,12 @@ class Accumulator(tf.Module):
         cross-replica context (eagerly, after ``strategy.run``, in a callback).
 
         Returns:
-            Whether the window held micro-batches and was applied, a boolean
-            tensor (a loss-scaling optimizer may still skip it).
+            Whether the window was applied, a boolean tensor (a loss-scaling
+            optimizer may still skip it).
 
         Raises:
-            ValueError, gaviz.NonFiniteUpdate: (eagerly) the window was refused
-                (see the class); it was discarded.
-            tf.errors.InvalidArgumentError: the same, in a graph.
+            ValueError, gaviz.NonFiniteUpdate: the window was refused (see the
+                class) and discarded; in a graph, tf.errors.InvalidArgumentError.
         """
         self.refusals.raise_pending()
         if tf.executing_eagerly() and self.strategy.num_replicas_in_sync > 1:
@@ -204,7 +185,7 @@ class Accumulator(tf.Module):
     def _add(self, gradients, count, stacklevel):
         self.refusals.raise_pending()
         gradients = self._checked_gradients(gradients, stacklevel)
-        count = _checked_count(count, self.strategy.num_replicas_in_sync)
+        count = refusals.checked_count(count, self.strategy.num_replicas_in_sync)
         self._add_patterns.add(frozenset(i for i, g in enumerate(gradients) if g is not None))
         if self._replica_context() is not None:
             self._replica_add(gradients, count)
@@ -219,12 +200,10 @@ class Accumulator(tf.Module):
             )
 
     def _replica_context(self):
-        """The replica context of this accumulator's strategy, or None when
-        the caller is in cross-replica context (or outside its strategy)."""
+        """This strategy's replica context; None in cross-replica context."""
         context = tf.distribute.get_replica_context()
-        if context is None or tf.distribute.get_strategy() is not self.strategy:
-            return None
-        return context
+        same = context is not None and tf.distribute.get_strategy() is self.strategy
+        return context if same else None
 
     def _checked_gradients(self, gradients, stacklevel) -> list:
         gradients = list(gradients)
@@ -237,7 +216,7 @@ class Accumulator(tf.Module):
             if g is not None and not tf.TensorShape(g.shape).is_compatible_with(v.shape):
                 raise ValueError(
                     f"`gradients` must have the shapes of `variables`: the gradient of "
-                    f"{_name(v)} has shape {g.shape}, the variable {v.shape}."
+                    f"{refusals.name(v)} has shape {g.shape}, the variable {v.shape}."
                 )
         if not self._sparse_said:
             self._sparse_said = True
@@ -263,7 +242,7 @@ class Accumulator(tf.Module):
         )
         # Keras's losses divide a replica's loss by the number of replicas:
         # its gradient times count * replicas is the gradient of the sum.
-        micro = window.of_mean(gradients, tf.where(valid, count, 0.0), self.trained_variables,
+        micro = arithmetic.of_mean(gradients, tf.where(valid, count, 0.0), self.trained_variables,
                                replicas)
         with tf.control_dependencies([check]):
             self.window.add(micro, invalid=1.0 - tf.cast(valid, tf.float32),
@@ -338,7 +317,7 @@ class Accumulator(tf.Module):
         """``[count, not finite, invalid counts]`` of the window, summed over replicas."""
         sums = self.window.read()
         return all_reduce(tf.stack([sums.normalizer,
-                                    1.0 - tf.cast(window.all_finite(0.0, sums.gradients),
+                                    1.0 - tf.cast(arithmetic.all_finite(0.0, sums.gradients),
                                                   tf.float32),
                                     self.window.invalid_counts.read_value()]))
 
@@ -357,15 +336,8 @@ class Accumulator(tf.Module):
         if len(patterns) > MAX_GRADIENT_PATTERNS:
             varying = frozenset().union(*self._add_patterns) - frozenset.intersection(
                 *self._add_patterns)
-            raise ValueError(
-                f"`gradients` are None for different variables in different micro-steps "
-                f"({_names([self.trained_variables[i] for i in sorted(varying)])}): a window "
-                f"of them may give gradients to any of {len(patterns)} sets of variables, "
-                f"more than the {MAX_GRADIENT_PATTERNS} a tf.function's update is traced for. "
-                "Call apply() or flush() outside tf.function (it reads which variables had a "
-                "gradient), or give these variables zeros (tf.zeros_like) where their "
-                "gradient is None if they should be updated in every window."
-            )
+            raise refusals.too_many_patterns([self.trained_variables[i] for i in sorted(varying)],
+                                             len(patterns), MAX_GRADIENT_PATTERNS)
         return patterns
 
     def _eager_pattern(self) -> tuple:
@@ -378,32 +350,6 @@ class Accumulator(tf.Module):
             iterations=(int(self.optimizer.iterations.numpy()) if tf.executing_eagerly()
                         else None),
             replicas=self.strategy.num_replicas_in_sync,
-            left_out=_names([v for i, v in enumerate(self.trained_variables) if i not in seen]),
+            left_out=refusals.names([v for i, v in enumerate(self.trained_variables)
+                                     if i not in seen]),
         )
-
-
-def _checked_count(count, replicas: int):
-    count = tf.cast(tf.convert_to_tensor(count), tf.float32)
-    if count.shape.rank not in (None, 0):
-        raise ValueError(
-            f"`count` must be a scalar: what the micro-batch's loss divides by. "
-            f"Received: a tensor of shape {count.shape}"
-        )
-    if tf.executing_eagerly() and not bool(refusals.count_is_valid(count, replicas)):
-        raise ValueError(
-            f"`count` must be {refusals.count_expected(replicas)}: what the micro-batch's loss "
-            f"divides by (its rows, real tokens or weight sum). Received: count={float(count)}"
-        )
-    return count
-
-
-def _name(variable) -> str:
-    return getattr(variable, "path", None) or variable.name
-
-
-def _names(variables, shown: int = 6) -> str:
-    """Variables' names for a message: the first ``shown``, then how many more."""
-    names = [_name(v) for v in variables[:shown]]
-    if len(variables) > shown:
-        names.append(f"and {len(variables) - shown} more")
-    return ", ".join(names) or "none"

@@ -1,14 +1,14 @@
 """Where a window's sums live between calls: :class:`WindowStore`, replica-local
 variables (the Accumulator's window, which spans calls, and the window the
 trainer carries into the next epoch). Inside one graph call the trainer's
-sums are loop tensors instead (:mod:`gaviz.training.window_loop`)."""
+sums are loop tensors instead (:mod:`gaviz.training.loop.window_loop`)."""
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from gaviz.training import window
-from gaviz.training.window import WindowSums
+from gaviz.training.window import arithmetic
+from gaviz.training.window.arithmetic import WindowSums
 
 
 class WindowStore(tf.Module):
@@ -46,7 +46,7 @@ class WindowStore(tf.Module):
             return
         with self.strategy.scope():
             self.gradient_sums = [
-                _replica_local(tf.zeros(v.shape, window.sum_dtype(v)), _sum_name(v))
+                _replica_local(tf.zeros(v.shape, arithmetic.sum_dtype(v)), _sum_name(v))
                 for v in variables
             ]
             if gradients:
@@ -66,7 +66,7 @@ class WindowStore(tf.Module):
         """This replica's share of the window (zeros for ``variables`` when
         not built)."""
         if not self.built:
-            return window.zeros(variables)
+            return arithmetic.zeros(variables)
         return WindowSums([s.read_value() for s in self.gradient_sums],
                           self.loss_sum.read_value(), self.sample_count.read_value(),
                           self.normalizer.read_value(), self.rows.read_value())
@@ -83,7 +83,7 @@ class WindowStore(tf.Module):
     def add(self, micro: WindowSums, invalid=0.0, reached=None) -> None:
         """Adds one micro-batch (this replica's share), ``invalid`` if its count
         was, and ``reached``: which variables it gave a gradient."""
-        self.write(window.add(self.read(), micro))
+        self.write(arithmetic.add(self.read(), micro))
         self.invalid_counts.assign_add(tf.cast(invalid, tf.float32))
         if reached is not None:
             self.had_gradient.assign(tf.logical_or(self.had_gradient.read_value(), reached))

@@ -9,10 +9,11 @@ and the validation data (``validation_split``'s rows, or
 ``validation_data``). Nothing else inspects ``x``.
 
 Each epoch is a pass over the data, described, not run: an
-:class:`~gaviz.training.sources.IteratorPass` (a fresh iterator) or an
-:class:`~gaviz.training.sources.ArrayPass` (the arrays and this epoch's row order). The window loop runs it
-(:meth:`gaviz.training.window_loop.WindowLoop.start`); a feed knows nothing
-of the trainer or its graph.
+:class:`~gaviz.training.loop.sources.IteratorPass` (a fresh iterator) or an
+:class:`~gaviz.training.loop.sources.ArrayPass` (the arrays and this epoch's
+row order). The window loop runs it
+(:meth:`gaviz.training.loop.window_loop.WindowLoop.start`); a feed knows
+nothing of the trainer or its graph.
 
 - :class:`DatasetFeed`: a ``tf.data.Dataset`` of micro-batches (distributed
   when the strategy has several replicas or workers); a Keras ``PyDataset``
@@ -31,8 +32,8 @@ import tensorflow as tf
 
 from gaviz import _keras, _tensorflow
 from gaviz._arguments import check_positive_int
-from gaviz.training import data_checks, preprocessing
-from gaviz.training.sources import ArrayPass, IteratorPass
+from gaviz.training.data import data_checks, preprocessing
+from gaviz.training.loop.sources import ArrayPass, IteratorPass
 
 
 class FitData(NamedTuple):
@@ -183,7 +184,7 @@ def _preprocessed(data: FitData, model, strategy, targets, preprocess):
     """The feed of a KerasHub task: its raw micro-batches (arrays cut into
     ``batch_size`` rows, a dataset's elements, a PyDataset's or generator's
     batches) through the task's ``preprocess_samples``, then ``class_weight``,
-    as the task's own ``fit`` does (:mod:`gaviz.training.preprocessing`)."""
+    as the task's own ``fit`` does (:mod:`gaviz.training.data.preprocessing`)."""
     x, batch_size, end_epoch = data.x, None, None
     if isinstance(x, tf.data.Dataset):
         _check_batched_already(data, "a tf.data.Dataset")
@@ -283,7 +284,7 @@ class Feed:
     def probe(self, rows: int):
         """About ``rows`` rows drawn from across the data, as one micro-batch
         (``(x, y)`` or ``(x, y, sample_weight)``): what a loss is checked on
-        before training (:mod:`gaviz.training.row_means`), so that the check
+        before training (:mod:`gaviz.training.loss.row_means`), so that the check
         does not rest on what the first micro-batch happens to hold."""
         return _spread(self._probe_pool(), rows)
 

@@ -1,6 +1,6 @@
 """Is a loss a mean over the batch's rows? The check behind a model's own
-``compute_loss`` (:mod:`gaviz.training.own_loss`) and its ``add_loss``
-(:mod:`gaviz.training.added_loss`).
+``compute_loss`` (:mod:`gaviz.training.loss.own_loss`) and its ``add_loss``
+(:mod:`gaviz.training.loss.added_loss`).
 
 The trainer weighs such a loss of each micro-batch by the micro-batch's rows
 and divides the window by its rows. That equals ``Model.fit`` on the big
@@ -15,7 +15,7 @@ loss's in-batch negatives, a router's balance) couples the rows.
 
 The identity is tested on a probe of rows drawn from across the data, not
 only from the first micro-batch (:meth:`Feed.probe` in
-:mod:`gaviz.training.feeds`), and under variations that leave a row mean a
+:mod:`gaviz.training.data.feeds`), and under variations that leave a row mean a
 row mean but pull a token mean or a weighted mean away from one: each row's
 sample weights scaled by a different factor, and each row's predictions
 moved by noise of a different size (a model at its initial weights makes

@@ -1,6 +1,6 @@
 """How a refused window is said, for the trainer and :class:`gaviz.Accumulator`.
 
-A window is judged (:meth:`gaviz.training.window_cycle.WindowCycle.judge`) to
+A window is judged (:meth:`gaviz.training.window.window_cycle.WindowCycle.judge`) to
 a verdict; a refused one is discarded, not applied. :func:`refusal` is the
 error that says why, for both: the trainer raises it in Python from the
 verdict its graph call reports (``fit``'s loop), the Accumulator raises it
@@ -16,8 +16,8 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from gaviz.training.history import NonFiniteUpdate, NonFiniteWindow
-from gaviz.training.verdicts import BAD_COUNT, NOT_FINITE, REFUSALS
+from gaviz.training.fit.history import NonFiniteUpdate, NonFiniteWindow
+from gaviz.training.window.verdicts import BAD_COUNT, NOT_FINITE, REFUSALS
 
 
 class Context(NamedTuple):
@@ -133,3 +133,47 @@ class Unreported(tf.Module):
                                         tf.constant(0, tf.int64), counted))
             raise refusal(REFUSALS[index], self.context()._replace(
                 windows=int(counted[index]), compiled=True))
+
+
+def too_many_patterns(varying, patterns: int, limit: int) -> ValueError:
+    """An Accumulator's update traced for more sets of variables with a
+    gradient than it may choose among: ``varying`` have a gradient in some
+    micro-steps and None in others."""
+    return ValueError(
+        f"`gradients` are None for different variables in different micro-steps "
+        f"({names(varying)}): a window of them may give gradients to any of {patterns} sets "
+        f"of variables, more than the {limit} a tf.function's update is traced for. Call "
+        "apply() or flush() outside tf.function (it reads which variables had a gradient), "
+        "or give these variables zeros (tf.zeros_like) where their gradient is None if they "
+        "should be updated in every window."
+    )
+
+
+def checked_count(count, replicas: int):
+    """A micro-batch's ``count`` as a float32 scalar, refused eagerly where it is
+    not one its loss can divide by (in a graph, asserted where it is added)."""
+    count = tf.cast(tf.convert_to_tensor(count), tf.float32)
+    if count.shape.rank not in (None, 0):
+        raise ValueError(
+            f"`count` must be a scalar: what the micro-batch's loss divides by. "
+            f"Received: a tensor of shape {count.shape}"
+        )
+    if tf.executing_eagerly() and not bool(count_is_valid(count, replicas)):
+        raise ValueError(
+            f"`count` must be {count_expected(replicas)}: what the micro-batch's loss "
+            f"divides by (its rows, real tokens or weight sum). Received: count={float(count)}"
+        )
+    return count
+
+
+def name(variable) -> str:
+    """A variable's name for a message."""
+    return getattr(variable, "path", None) or variable.name
+
+
+def names(variables, shown: int = 6) -> str:
+    """Variables' names for a message: the first ``shown``, then how many more."""
+    names = [name(v) for v in variables[:shown]]
+    if len(variables) > shown:
+        names.append(f"and {len(variables) - shown} more")
+    return ", ".join(names) or "none"

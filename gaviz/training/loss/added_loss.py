@@ -3,7 +3,7 @@
 ``Model.fit`` adds them once per big batch, to the compiled loss (a mean over
 the batch's rows, or over its tokens, or a sum). The micro-step takes each as
 its micro-batch's value times what the micro-batch's loss divides by (its
-``normalizer``: rows, loss elements or total weight; :mod:`gaviz.training.forward_backward`),
+``normalizer``: rows, loss elements or total weight; :mod:`gaviz.training.loop.forward_backward`),
 and the window divides by its total. At ``accumulation_steps=1`` that is
 ``Model.fit``'s loss exactly, whatever the added loss is. Over a window of
 several micro-batches it is exact when the added loss is
@@ -24,7 +24,7 @@ window's count.
 A model compiled without a loss whose only loss is what its layers add
 (Keras's "endpoint layer" pattern, often trained on inputs alone,
 ``fit(x)``) must add a mean over rows: another loss is refused by name, as
-such a ``compute_loss`` is (:mod:`gaviz.training.own_loss`).
+such a ``compute_loss`` is (:mod:`gaviz.training.loss.own_loss`).
 
 Where a model adds losses only in training (a router's balance loss is added
 when ``training=True``), they are found on a training call whose state
@@ -40,8 +40,8 @@ from typing import NamedTuple
 import numpy as np
 
 from gaviz import _keras
-from gaviz.training import row_means
-from gaviz.training.forward_backward import added_loss_layers, regularized_weights
+from gaviz.training.loop.forward_backward import added_loss_layers, regularized_weights
+from gaviz.training.loss import row_means
 
 
 def may_add_losses(model) -> bool:

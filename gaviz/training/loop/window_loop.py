@@ -2,31 +2,32 @@
 
 A window pulls up to k micro-batches from its source, adds each one's
 summed gradients into float32 running sums (loop tensors, not variables),
-then lives the window's life (:mod:`gaviz.training.window_cycle`, the same as
+then lives the window's life (:mod:`gaviz.training.window.window_cycle`, the same as
 :class:`gaviz.Accumulator`'s): reduced across replicas once, finished, judged,
 applied or skipped, reset (or carried into the next call, where the
-:class:`~gaviz.training.tail.Tail` keeps it open).
+:class:`~gaviz.training.window.tail.Tail` keeps it open).
 
 :class:`WindowLoop` is built from its parts, as Keras builds its looped
 train function from a step function: the micro-step
-(:class:`gaviz.training.forward_backward.ForwardBackward`), the window's cycle
-(:class:`gaviz.training.window_cycle.WindowCycle`), the state
-(:class:`gaviz.training.state.TrainerState`), the strategy, the
-:class:`gaviz.training.rules.Rule` and the tail. It holds no trainer.
+(:class:`gaviz.training.loop.forward_backward.ForwardBackward`), the window's cycle
+(:class:`gaviz.training.window.window_cycle.WindowCycle`), the state
+(:class:`gaviz.training.loop.state.TrainerState`), the strategy, the
+:class:`gaviz.training.window.rules.Rule` and the tail. It holds no trainer.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from gaviz.training import rules, sources, window, window_cycle
-from gaviz.training.compiling import AUTO_XLA_AFTER_MICRO_STEPS, XLA_MODES
-from gaviz.training.forward_backward import ForwardBackward, clip_mean_gradient, unpack
-from gaviz.training.state import TrainerState
-from gaviz.training.tail import Tail
-from gaviz.training.verdicts import ACCEPTED, REFUSALS
-from gaviz.training.window import WindowResult
-from gaviz.training.window_cycle import WindowCycle, closing, when
+from gaviz.training.fit.compiling import AUTO_XLA_AFTER_MICRO_STEPS, XLA_MODES
+from gaviz.training.loop import sources
+from gaviz.training.loop.forward_backward import ForwardBackward, clip_mean_gradient, unpack
+from gaviz.training.loop.state import TrainerState
+from gaviz.training.window import arithmetic, rules, window_cycle
+from gaviz.training.window.arithmetic import WindowResult
+from gaviz.training.window.tail import Tail
+from gaviz.training.window.verdicts import ACCEPTED, REFUSALS
+from gaviz.training.window.window_cycle import WindowCycle, closing, when
 
 FLUSH = Tail("flush")
 
@@ -40,17 +41,17 @@ class WindowLoop:
         cycle: a window's life once its micro-batches are added.
         state: counters, the array cursor and a carried window.
         strategy: the ``tf.distribute.Strategy`` the loop runs under.
-        rule: the window's arithmetic (:data:`gaviz.training.rules.EXACT`).
-        tail: the :class:`~gaviz.training.tail.Tail`: whether a window is
+        rule: the window's arithmetic (:data:`gaviz.training.window.rules.EXACT`).
+        tail: the :class:`~gaviz.training.window.tail.Tail`: whether a window is
             due and closes (a window open at the end of the data is applied,
             discarded, or carried into the next call).
         loss_tracker: Keras's loss tracker (a ``keras.metrics.Mean``), given
             each applied window's loss weighted by its samples.
         capacity: the most windows one call may run (XLA needs a fixed
             number of result rows).
-        xla: one of :data:`gaviz.training.compiling.XLA_MODES`.
+        xla: one of :data:`gaviz.training.fit.compiling.XLA_MODES`.
         micro_steps_in_flight: micro-steps run at once
-            (:mod:`gaviz.training.overlap`).
+            (:mod:`gaviz.training.loop.overlap`).
     """
 
     def __init__(self, forward_backward: ForwardBackward, cycle: WindowCycle,
@@ -89,8 +90,8 @@ class WindowLoop:
     def start(self, epoch):
         """``call(max_windows, accumulation_steps) -> (reports, done)``, which runs
         up to ``max_windows`` windows of ``epoch``'s next micro-batches (a
-        feed's pass: :class:`~gaviz.training.sources.IteratorPass` or
-        :class:`~gaviz.training.sources.ArrayPass`)."""
+        feed's pass: :class:`~gaviz.training.loop.sources.IteratorPass` or
+        :class:`~gaviz.training.loop.sources.ArrayPass`)."""
         if isinstance(epoch, sources.ArrayPass):
             self.state.array_cursor.assign(0)
             function = self.array_windows if self.xla_now() else self.plain_array_windows
@@ -240,14 +241,14 @@ class WindowLoop:
             micro = clip_mean_gradient(micro, self.cycle.optimizer)
         if rule.apply_each_micro_batch:
             (pattern,) = self._patterns()
-            self.cycle.update(window.divide(micro.gradients, micro.normalizer), pattern)
+            self.cycle.update(arithmetic.divide(micro.gradients, micro.normalizer), pattern)
         if rule.reduce_each_micro_batch:
             micro = window_cycle.all_reduce(micro)
         # Add once the whole backward pass is done. Added as each gradient
         # arrives, a new sum would be allocated while the micro-batch's
         # activations are still alive, raising the peak by the largest weight.
         with tf.control_dependencies(micro.gradients), tf.name_scope("add_to_sums"):
-            return window.add(sums, micro)
+            return arithmetic.add(sums, micro)
 
     def _patterns(self) -> list:
         """The variables an update steps (one pattern): those the loss

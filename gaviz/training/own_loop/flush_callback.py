@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import keras
 
-from gaviz.training.accumulator import Accumulator
+from gaviz.training.own_loop.accumulator import Accumulator
 
 
 class FlushAtEpochEnd(keras.callbacks.Callback):

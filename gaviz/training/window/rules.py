@@ -18,7 +18,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from gaviz.training.window import WindowSums
+from gaviz.training.window.arithmetic import WindowSums
 
 
 def sum_contribution(micro: WindowSums) -> WindowSums:

@@ -5,8 +5,8 @@ optimizer, the window loop, the size of calls, k per epoch, the tail
 policy) and the feed; it never reaches back into the trainer. Fit's data
 runs one way: the feed describes each epoch as a pass, the window loop runs
 it (its sources cut micro-batches, its micro-steps add them), and each
-graph call returns one packed :class:`~gaviz.training.window.WindowResult`
-per window; this loop turns them into :class:`~gaviz.training.history.Update`
+graph call returns one packed :class:`~gaviz.training.window.arithmetic.WindowResult`
+per window; this loop turns them into :class:`~gaviz.training.fit.history.Update`
 records, calls the callbacks, raises on a non-finite window, and decides how
 many windows the next call may run.
 """
@@ -22,10 +22,12 @@ import keras
 import tensorflow as tf
 
 from gaviz import _keras, _tensorflow
-from gaviz.training import checks, feeds, refusals
-from gaviz.training.history import History, Update
-from gaviz.training.tail import Tail
-from gaviz.training.window import WindowResult
+from gaviz.training.data import feeds
+from gaviz.training.fit import checks
+from gaviz.training.fit.history import History, Update
+from gaviz.training.window import refusals
+from gaviz.training.window.arithmetic import WindowResult
+from gaviz.training.window.tail import Tail
 
 
 class Training(NamedTuple):
@@ -35,10 +37,10 @@ class Training(NamedTuple):
         model: the Keras model (``stop_training``, metrics, callbacks' model).
         optimizer: the optimizer each update steps.
         window_loop: runs a feed's pass in graph calls
-            (:class:`gaviz.training.window_loop.WindowLoop`).
+            (:class:`gaviz.training.loop.window_loop.WindowLoop`).
         call_size: how many windows the next call may run
-            (:class:`gaviz.training.call_size.CallSize`).
-        schedule: k per epoch (:class:`gaviz.training.checks.Schedule`).
+            (:class:`gaviz.training.fit.call_size.CallSize`).
+        schedule: k per epoch (:class:`gaviz.training.fit.checks.Schedule`).
         tail: what becomes of a partial window.
         carried_micro_steps: the variable counting the micro-batches of a
             window carried into the next call (``tail="carry"``).
@@ -60,7 +62,7 @@ def fit(training: Training, feed, epochs, updates, callbacks, verbose, validatio
 
     With the feed's ``steps_per_epoch``, an epoch is that many updates, and a
     pass over the data goes on across epochs, as in Keras's ``EpochIterator``. A
-    ``state_watch`` (:class:`gaviz.training.batch_layers.StateWatch`) is checked after
+    ``state_watch`` (:class:`gaviz.training.fit.batch_layers.StateWatch`) is checked after
     the first graph call.
 
     Keras's ``CallbackList`` drives ``callbacks`` (plus its History and,
