@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 import gaviz
-from gaviz.training.loop.window_loop import AUTO_XLA_AFTER_MICRO_STEPS, XLA_MODES
+from gaviz.training.fit.compiling import AUTO_XLA_AFTER_MICRO_STEPS, XLA_MODES
 
 FEATURES, MICRO, K, LR = 64, 32, 8, 0.01
 # Each timed run trains this many epochs in one call, as training would:

@@ -198,8 +198,8 @@ class AccumulationTrainer(tf.Module):
         #: Whether a window may be carried into the next graph call (its sums
         #: then live in the state).
         self._carries = Tail(self.tail).carries or self.rule.carries_sums
-        #: Micro-steps run at once (:mod:`gaviz.training.loop.overlap`): decided on
-        #: the first micro-batch, before the window loop's first trace.
+        #: Micro-steps run at once (``gaviz.training.loop.overlap``): decided
+        #: on the first micro-batch, before the window loop's first trace.
         self.micro_steps_in_flight = None
         self._built, self._checked_spec, self._trained = False, None, []
         self._state_watched = False  # layers updating their own state: checked once

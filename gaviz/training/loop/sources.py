@@ -2,10 +2,11 @@
 
 A feed describes each epoch as a pass (:class:`IteratorPass`,
 :class:`ArrayPass`); the window loop runs it through a source. Two sources,
-one interface: ``source.accumulate(add_micro_batch, sums, steps, k)``
+one interface: ``source.accumulate(add_micro_batch, sums, in_window, k)``
 runs ``sums = add_micro_batch(element, sums)`` for each micro-batch until the
-window holds ``k`` of them or the data runs out, and returns
-``(sums, steps, consumed, exhausted)``.
+window holds ``k`` of them or the data runs out (``in_window``: the
+micro-batches it holds so far), and returns ``(sums, in_window, consumed,
+exhausted)``.
 
 - :class:`IteratorSource`: a ``tf.data`` iterator (or a distributed one).
 - :class:`ArraySource`: arrays already in memory, cut into micro-batches in
@@ -56,53 +57,53 @@ class IteratorSource:
     def __init__(self, iterator, in_flight: int = 1):
         self.iterator, self.in_flight = iterator, in_flight
 
-    def accumulate(self, add_micro_batch, sums, steps, k):
+    def accumulate(self, add_micro_batch, sums, in_window, k):
         if isinstance(self.iterator, tf.data.Iterator):
-            return self._accumulate_reading_ahead(add_micro_batch, sums, steps, k)
+            return self._accumulate_reading_ahead(add_micro_batch, sums, in_window, k)
 
-        def more(sums, steps, consumed, exhausted):
-            return tf.logical_and(steps < k, tf.logical_not(exhausted))
+        def more(sums, in_window, consumed, exhausted):
+            return tf.logical_and(in_window < k, tf.logical_not(exhausted))
 
-        def next_micro_batch(sums, steps, consumed, exhausted):
+        def next_micro_batch(sums, in_window, consumed, exhausted):
             with tf.name_scope("get_next"):
                 element = self.iterator.get_next_as_optional()
             return tf.cond(
                 element.has_value(),
-                lambda: (add_micro_batch(element.get_value(), sums), steps + 1, consumed + 1,
+                lambda: (add_micro_batch(element.get_value(), sums), in_window + 1, consumed + 1,
                          tf.constant(False)),
-                lambda: (sums, steps, consumed, tf.constant(True)),
+                lambda: (sums, in_window, consumed, tf.constant(True)),
             )
 
-        start = (sums, steps, tf.constant(0, tf.int64), tf.constant(False))
+        start = (sums, in_window, tf.constant(0, tf.int64), tf.constant(False))
         # One micro-step at a time (a distributed iterator's reads are not ordered otherwise).
         return tf.while_loop(more, next_micro_batch, start, parallel_iterations=1)
 
-    def _accumulate_reading_ahead(self, add_micro_batch, sums, steps, k):
+    def _accumulate_reading_ahead(self, add_micro_batch, sums, in_window, k):
         consumed = tf.constant(0, tf.int64)
         with tf.name_scope("get_next"):
             following = tf.cond(
-                steps < k, self.iterator.get_next_as_optional,
+                in_window < k, self.iterator.get_next_as_optional,
                 lambda: tf.experimental.Optional.empty(self.iterator.element_spec),
             )
 
-        def more(sums, steps, consumed, following):
-            return tf.logical_and(steps < k, following.has_value())
+        def more(sums, in_window, consumed, following):
+            return tf.logical_and(in_window < k, following.has_value())
 
-        def next_micro_batch(sums, steps, consumed, current):
+        def next_micro_batch(sums, in_window, consumed, current):
             # Read while this micro-step runs, unless the window ends with it;
             # after the read that gave `current`, so that micro-steps in
             # flight together still read the data in its order.
             with tf.name_scope("get_next"), tf.control_dependencies([current.has_value()]):
-                following = tf.cond(steps + 1 < k, self.iterator.get_next_as_optional,
+                following = tf.cond(in_window + 1 < k, self.iterator.get_next_as_optional,
                                     lambda: current)
-            return add_micro_batch(current.get_value(), sums), steps + 1, consumed + 1, following
+            return add_micro_batch(current.get_value(), sums), in_window + 1, consumed + 1, following
 
-        sums, steps, consumed, _ = tf.while_loop(
-            more, next_micro_batch, (sums, steps, consumed, following),
+        sums, in_window, consumed, _ = tf.while_loop(
+            more, next_micro_batch, (sums, in_window, consumed, following),
             parallel_iterations=self.in_flight,
         )
         # A window that ends short of k ended with the data.
-        return sums, steps, consumed, steps < k
+        return sums, in_window, consumed, in_window < k
 
 
 class ArraySource:
@@ -127,13 +128,13 @@ class ArraySource:
         self.arrays, self.order, self.cursor = arrays, order, cursor
         self.batch_size, self.rows, self.in_flight = batch_size, rows, in_flight
 
-    def accumulate(self, add_micro_batch, sums, steps, k):
+    def accumulate(self, add_micro_batch, sums, in_window, k):
         # How many micro-batches this window takes is known before it starts:
         # a counted loop, no end-of-data test per micro-step.
         size = self.batch_size
         start = self.cursor.read_value()
         left = (self.rows - start + size - 1) // size
-        consumed = tf.minimum(k - steps, left)
+        consumed = tf.minimum(k - in_window, left)
         full = tf.minimum(consumed, (self.rows - start) // size)
         # A counted while loop, not tf.range, which XLA cannot compile.
         _, sums = tf.while_loop(
@@ -148,7 +149,7 @@ class ArraySource:
                            lambda: sums)
         self.cursor.assign(tf.minimum(start + consumed * size, self.rows))
         exhausted = consumed == left
-        return sums, steps + consumed, consumed, exhausted
+        return sums, in_window + consumed, consumed, exhausted
 
     def _cut(self, begin, size: int):
         """Rows ``order[begin:begin + size]`` of every array (a static ``size``).

@@ -160,30 +160,30 @@ class WindowLoop:
         """
         state, strategy = self.state, self.strategy
         sums = strategy.run(state.window.read, args=(self.forward_backward.variables(),))
-        steps = state.micro_steps_in_window.read_value()
+        in_window = state.micro_steps_in_window.read_value()
 
-        def more(go_on, done, sums, steps, reports):
+        def more(go_on, done, sums, in_window, reports):
             return tf.logical_and(go_on, done < max_windows)
 
-        def one_window(go_on, done, sums, steps, reports):
-            sums, steps, result = self._window(source, micro_sums, sums, steps, accumulation_steps)
+        def one_window(go_on, done, sums, in_window, reports):
+            sums, in_window, result = self._window(source, micro_sums, sums, in_window, accumulation_steps)
             with tf.name_scope("report"):
                 reports = reports.write(done, result.pack())
             refused = result.verdict >= min(REFUSALS)
             go_on = tf.logical_not(tf.logical_or(result.exhausted, refused))
-            return go_on, done + 1, sums, steps, reports
+            return go_on, done + 1, sums, in_window, reports
 
         # Windows one at a time too: the next window's sums start from
         # zeros, so without this its first micro-step could run while this
         # window's gradients are still being applied (more memory at the peak).
-        _, done, sums, steps, reports = tf.while_loop(
+        _, done, sums, in_window, reports = tf.while_loop(
             more, one_window,
-            (tf.constant(True), tf.constant(0), sums, steps, self._reports(whole)),
+            (tf.constant(True), tf.constant(0), sums, in_window, self._reports(whole)),
             parallel_iterations=1,
         )
         if state.carries:
             strategy.run(state.window.write, args=(sums,))
-        state.micro_steps_in_window.assign(steps)
+        state.micro_steps_in_window.assign(in_window)
         return reports.stack(), done
 
     def _reports(self, whole: bool):
@@ -194,43 +194,43 @@ class WindowLoop:
             return tf.TensorArray(tf.float64, self.capacity, element_shape=fields)
         return tf.TensorArray(tf.float64, 0, dynamic_size=True, element_shape=fields)
 
-    def _window(self, source, micro_sums, sums, steps, k):
+    def _window(self, source, micro_sums, sums, in_window, k):
         """One window: accumulate, then its cycle (reduce, finish, judge,
         apply, reset), in the name scopes of a profile."""
         # The name scopes name the phases' ops in a profile (benchmarks/profile_dispatch.py).
-        sums, steps, consumed, exhausted = self._accumulate(source, micro_sums, sums, steps, k)
+        sums, in_window, consumed, exhausted = self._accumulate(source, micro_sums, sums, in_window, k)
         with tf.name_scope("all_reduce"):
             totals = self._reduce(sums)
-        full = steps >= k
+        full = in_window >= k
         with tf.name_scope("finish"):
-            finished = self.cycle.finish(totals, steps, k)
-            verdict = self.cycle.judge(self.tail.due(full, exhausted, steps), finished.finite)
+            finished = self.cycle.finish(totals, in_window, k)
+            verdict = self.cycle.judge(self.tail.due(full, exhausted, in_window), finished.finite)
             accepted = tf.equal(verdict, ACCEPTED)
         with tf.name_scope("update"):
             # Micro-batches up to this window's end, for a rule whose schedule reads them.
             micro_step = self.state.micro_step + consumed if self.rule.schedule_step else None
             applied = self.cycle.apply(accepted, finished.gradients, self._patterns(),
-                                       micro_step=micro_step, micro_steps_in_window=steps)
+                                       micro_step=micro_step, micro_steps_in_window=in_window)
         with tf.name_scope("report"):
             self.strategy.run(self._track_window, args=(accepted, finished.loss, totals.rows))
             self.state.micro_step.assign_add(consumed)
             result = WindowResult(applied, verdict, exhausted, finished.loss,
-                                  totals.sample_count, steps, consumed, k, totals.rows)
+                                  totals.sample_count, in_window, consumed, k, totals.rows)
         with tf.name_scope("close"):
-            sums, steps = closing(
+            sums, in_window = closing(
                 self.tail.closes(full),
                 lambda: (self.strategy.run(self.cycle.reset, args=(sums,)),
                          tf.constant(0, tf.int64)),
-                lambda: (sums, steps))
-        return sums, steps, result
+                lambda: (sums, in_window))
+        return sums, in_window, result
 
-    def _accumulate(self, source, micro_sums, sums, steps, k):
+    def _accumulate(self, source, micro_sums, sums, in_window, k):
         """Micro-steps until the window is full or the data runs out."""
 
         def add_micro_batch(element, sums):
             return self.strategy.run(self._replica_add, args=(element, sums, micro_sums, k))
 
-        return source.accumulate(add_micro_batch, sums, steps, k)
+        return source.accumulate(add_micro_batch, sums, in_window, k)
 
     def _replica_add(self, element, sums, micro_sums, k):
         """Adds one micro-batch to this replica's running sums (no

@@ -4,9 +4,10 @@
 - ``"drop"``: discarded;
 - ``"carry"``: kept open into the next epoch (Keras's built-in does this).
 
-The window loop asks a :class:`Tail` whether a window is due and whether it
-closes; ``fit`` asks it how many updates an epoch holds and whether an epoch
-is long enough for its policy.
+The trainer's window loop and :class:`gaviz.Accumulator` (whose tail is
+``"flush"``: ``flush()`` applies a partial window) ask a :class:`Tail` whether
+a window is due and whether it closes; ``fit`` asks it how many updates an
+epoch holds and whether an epoch is long enough for its policy.
 """
 
 from __future__ import annotations

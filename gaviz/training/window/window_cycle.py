@@ -1,6 +1,7 @@
 """A window's life, written once for the trainer and :class:`gaviz.Accumulator`.
 
-After its micro-batches are added (:func:`gaviz.training.window.arithmetic.add`), a window is
+After its micro-batches are added (:func:`~gaviz.training.window.arithmetic.add`),
+a window is
 
 1. **reduced**: its sums across replicas, in one batched all-reduce
    (:func:`all_reduce`), so every replica holds the window's totals;
@@ -22,8 +23,9 @@ After its micro-batches are added (:func:`gaviz.training.window.arithmetic.add`)
 Each decision is made here once, for both; where the sums live is what
 varies: in loop tensors inside one graph call, the trainer's fast path
 (:mod:`gaviz.training.loop.window_loop`), or in replica-local variables, a
-:class:`~gaviz.training.window.window_store.WindowStore`: the Accumulator's window,
-which spans calls, and a window the trainer carries into the next epoch.
+:class:`~gaviz.training.window.window_store.WindowStore`: the Accumulator's
+window, which spans calls, and a window the trainer carries into the next
+epoch.
 """
 
 from __future__ import annotations
@@ -39,12 +41,11 @@ from gaviz import _keras
 from gaviz.training.fit import optimizers
 from gaviz.training.window import arithmetic, rules
 from gaviz.training.window.arithmetic import WindowSums
-from gaviz.training.window.verdicts import (  # noqa: F401 (the cycle's verdicts)
+from gaviz.training.window.verdicts import (
     ACCEPTED,
     BAD_COUNT,
     NOT_DUE,
     NOT_FINITE,
-    REFUSALS,
     UNFORESEEN_GRADIENTS,
 )
 
