@@ -1,0 +1,235 @@
+"""The pipelines people write: gaviz and Keras at its best on the same tf.data object.
+
+MLP 64-256-256-1 (as in 1.), 8192 samples, micro-batch 32, k = 8, SGD, one
+epoch. Six pipelines of the same micro-batches, as users write them: one that
+only slices arrays (gaviz cuts it as arrays), one that shuffles, one that maps
+each row, one that maps each batch, one that caches and shuffles, and one that
+reads TFRecord files through ``interleave``. Each is given, as the same
+pipeline object, to gaviz's default trainer and to Keras's built-in
+``gradient_accumulation_steps`` at each ``steps_per_execution``; reading the
+pipeline alone (no model) and the compute floor (the forward and backward
+passes alone, from 1.) say what an epoch cannot go below.
+
+Not yet part of ``make bench`` (its targets are not met: see
+docs/guide/benchmarks.md, "Pipelines as users write them"); it prints its
+table and writes its result as the others do.
+
+    python benchmarks/bench_pipelines.py [--rounds 11] [--quick] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import tempfile
+from functools import partial
+
+import harness  # noqa: F401  (quiets TensorFlow before it is imported)
+import keras
+import numpy as np
+import report
+import tensorflow as tf
+from bench_dispatch import FEATURES, LR, MICRO, K, data, floor_epoch, make_model, past_auto_xla
+
+import gaviz
+
+EPOCHS_PER_RUN = 3
+#: Keras's steps_per_execution values tried; "Keras at its best" is the fastest.
+KERAS_STEPS_PER_EXECUTION = (8, 64, 256)
+#: A pipeline is data-bound when reading it alone takes at least this share
+#: of Keras's best epoch on it.
+DATA_BOUND = 0.7
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+def jitter(x, y):
+    """A cheap per-element transformation (what augmentation or normalisation costs)."""
+    return x * 1.5 + 0.25, y
+
+
+def slices(x, y, _):
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(MICRO)
+
+
+def shuffled(x, y, _):
+    return (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=0)
+            .batch(MICRO).prefetch(AUTOTUNE))
+
+
+def per_row_map(x, y, _):
+    return (tf.data.Dataset.from_tensor_slices((x, y)).map(jitter, num_parallel_calls=AUTOTUNE)
+            .batch(MICRO).prefetch(AUTOTUNE))
+
+
+def vectorised_map(x, y, _):
+    return (tf.data.Dataset.from_tensor_slices((x, y)).batch(MICRO)
+            .map(jitter, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE))
+
+
+def cached_shuffled(x, y, _):
+    return (tf.data.Dataset.from_tensor_slices((x, y)).map(jitter, num_parallel_calls=AUTOTUNE)
+            .cache().shuffle(2048, seed=0).batch(MICRO).prefetch(AUTOTUNE))
+
+
+def write_records(x, y, directory, shards=4):
+    """``(x, y)`` as ``shards`` TFRecord files of serialized examples; their paths."""
+    paths = []
+    for shard, rows in enumerate(np.array_split(np.arange(len(x)), shards)):
+        path = os.path.join(directory, f"part-{shard}.tfrecord")
+        with tf.io.TFRecordWriter(path) as writer:
+            for i in rows:
+                features = {
+                    "x": tf.train.Feature(float_list=tf.train.FloatList(value=x[i])),
+                    "y": tf.train.Feature(float_list=tf.train.FloatList(value=y[i])),
+                }
+                example = tf.train.Example(features=tf.train.Features(feature=features))
+                writer.write(example.SerializeToString())
+        paths.append(path)
+    return paths
+
+
+def from_files(x, y, directory):
+    """TFRecord shards read in parallel (interleave), parsed a batch at a time."""
+    paths = write_records(x, y, directory)
+    spec = {"x": tf.io.FixedLenFeature([FEATURES], tf.float32),
+            "y": tf.io.FixedLenFeature([1], tf.float32)}
+
+    def parse(serialized):
+        parsed = tf.io.parse_example(serialized, spec)
+        return parsed["x"], parsed["y"]
+
+    return (tf.data.Dataset.from_tensor_slices(paths)
+            .interleave(tf.data.TFRecordDataset, cycle_length=len(paths),
+                        num_parallel_calls=AUTOTUNE, deterministic=True)
+            .batch(MICRO).map(parse, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE))
+
+
+#: name -> ``(x, y, directory) -> dataset of micro-batches``.
+PIPELINES = {
+    "from_tensor_slices(...).batch(32) (cut as arrays)": slices,
+    ".shuffle(N, seed=0).batch(32).prefetch": shuffled,
+    ".map(f, AUTOTUNE).batch(32).prefetch (per-row map)": per_row_map,
+    ".batch(32).map(f, AUTOTUNE).prefetch (vectorised map)": vectorised_map,
+    ".map(f).cache().shuffle(2048).batch(32).prefetch": cached_shuffled,
+    "TFRecord files, interleave, .batch(32).map(parse)": from_files,
+}
+SHORT = ["slices", "shuffle", "per-row map", "vectorised map", "cache + shuffle", "TFRecord files"]
+
+
+def gaviz_on(dataset, samples):
+    trainer = gaviz.AccumulationTrainer(make_model(), keras.optimizers.SGD(LR), "mse", K)
+    return past_auto_xla(lambda epochs: trainer.fit(dataset, epochs=epochs, verbose=0), samples)
+
+
+def gaviz_on_arrays(x, y):
+    trainer = gaviz.AccumulationTrainer(make_model(), keras.optimizers.SGD(LR), "mse", K)
+    return past_auto_xla(lambda epochs: trainer.fit(
+        x, y, batch_size=MICRO, epochs=epochs, shuffle=False, verbose=0), len(x))
+
+
+def keras_on(dataset, steps_per_execution):
+    model = make_model()
+    model.compile(keras.optimizers.SGD(LR, gradient_accumulation_steps=K), "mse",
+                  steps_per_execution=steps_per_execution)
+    return lambda epochs: model.fit(dataset, epochs=epochs, verbose=0)
+
+
+def reading(dataset):
+    """Reading the pipeline alone, in one graph call per epoch: no model."""
+    @tf.function
+    def read():
+        total = tf.constant(0.0)
+        for xb, yb in iter(dataset):
+            total += tf.reduce_sum(xb[:, 0]) + tf.reduce_sum(yb)
+        return total
+
+    def run(epochs):
+        for _ in range(epochs):
+            read().numpy()
+
+    return run
+
+
+def contestants(x, y, directory):
+    runs = {"gaviz on the arrays": gaviz_on_arrays(x, y), "compute floor": floor_epoch(x, y)}
+    for name, make in PIPELINES.items():
+        dataset = make(x, y, directory)  # one object, given to every contestant
+        runs[f"{name}: gaviz"] = gaviz_on(dataset, len(x))
+        for spe in KERAS_STEPS_PER_EXECUTION:
+            runs[f"{name}: Keras, steps_per_execution={spe}"] = keras_on(dataset, spe)
+        runs[f"{name}: reading alone"] = reading(dataset)
+    return runs
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=11)
+    harness.add_common_arguments(parser, "/tmp/gaviz-pipelines.json")
+    args = parser.parse_args(argv)
+    samples, rounds = (1024, 2) if args.quick else (8192, args.rounds)
+    epochs = 1 if args.quick else EPOCHS_PER_RUN
+    x, y = data(samples)
+    with tempfile.TemporaryDirectory() as directory:
+        runs = contestants(x, y, directory)
+        times = harness.alternate({name: partial(run, epochs) for name, run in runs.items()},
+                                  rounds)
+    ms = {name: harness.median_ms([t / epochs for t in run_times])
+          for name, run_times in times.items()}
+    arrays_ms, floor_ms = ms["gaviz on the arrays"], ms["compute floor"]
+    rows, targets, notes, speedups = [], [], [], []
+    for (name, _), short in zip(PIPELINES.items(), SHORT):
+        keras_times = {spe: ms[f"{name}: Keras, steps_per_execution={spe}"]
+                       for spe in KERAS_STEPS_PER_EXECUTION}
+        best_spe = min(keras_times, key=keras_times.get)
+        gaviz_ms, keras_ms, read_ms = ms[f"{name}: gaviz"], keras_times[best_spe], ms[
+            f"{name}: reading alone"]
+        bound = read_ms >= DATA_BOUND * keras_ms
+        rows.append([name, gaviz_ms, keras_ms, best_spe, keras_ms / gaviz_ms, read_ms,
+                     gaviz_ms / arrays_ms, "yes" if bound else "no"])
+        if bound:
+            floor = max(read_ms, floor_ms)
+            targets.append(harness.target(
+                f"gaviz / the larger of reading alone and the compute floor, {short} "
+                "(data-bound)", gaviz_ms / floor, 1.1, "x", at_least=False))
+        else:
+            speedups.append(keras_ms / gaviz_ms)
+            targets.append(harness.target(
+                f"Keras at its best / gaviz's default, {short}", keras_ms / gaviz_ms, 1.25, "x",
+                at_least=True))
+        if short != "slices":
+            targets.append(harness.target(
+                f"gaviz on the pipeline / gaviz on the same arrays, {short}",
+                gaviz_ms / arrays_ms, 1.3, "x", at_least=False))
+    if speedups:
+        targets.append(harness.target(
+            "Keras at its best / gaviz's default, geometric mean over the pipelines that are "
+            "not data-bound", math.exp(sum(map(math.log, speedups)) / len(speedups)), 1.5, "x",
+            at_least=True))
+    notes.append(
+        f"gaviz on the same data as arrays: {arrays_ms:.0f} ms; the compute floor (the "
+        f"forward and backward passes alone, one graph call): {floor_ms:.0f} ms. A pipeline "
+        f"is data-bound where reading it alone takes at least {DATA_BOUND:.0%} of Keras's "
+        "best epoch on it.")
+    result = harness.write_result(
+        args.json,
+        name="pipelines",
+        title="Pipelines as users write them: the same tf.data object, one epoch",
+        setup=(f"MLP {FEATURES}-256-256-1, {samples} samples, micro-batch {MICRO}, k = {K}, "
+               f"SGD; medians of {rounds} rotated rounds of {epochs} epochs, per epoch. Keras "
+               f"at its best: gradient_accumulation_steps={K} at the fastest "
+               f"steps_per_execution of {', '.join(map(str, KERAS_STEPS_PER_EXECUTION))}."),
+        columns=["pipeline", "gaviz (ms)", "Keras at its best (ms)", "its steps_per_execution",
+                 "Keras / gaviz", "reading alone (ms)", "gaviz / gaviz on arrays",
+                 "data-bound"],
+        rows=rows, targets=targets, notes=notes,
+        plot={"labels": SHORT, "gaviz_ms": [r[1] for r in rows],
+              "keras_ms": [r[2] for r in rows], "read_ms": [r[5] for r in rows]},
+    )
+    print("\n".join(report.table(result["columns"], rows)))
+    for line in [report.target_line(t) for t in targets] + notes:
+        print("-", line)
+
+
+if __name__ == "__main__":
+    main()
