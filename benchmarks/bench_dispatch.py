@@ -165,10 +165,8 @@ def parsing_pipeline(x, y):
     return parsed_micro_batches(csv_lines(x, y))
 
 
-def read_pipeline_epoch(x, y, pipeline=parsing_pipeline):
-    """Reading the pipeline alone, in one graph call per epoch: no model."""
-    dataset = pipeline(x, y)
-
+def reading(dataset):
+    """Reading ``dataset`` alone, in one graph call per epoch: no model."""
     @tf.function
     def read():
         count = tf.constant(0.0)
@@ -181,6 +179,11 @@ def read_pipeline_epoch(x, y, pipeline=parsing_pipeline):
             read().numpy()
 
     return train
+
+
+def read_pipeline_epoch(x, y, pipeline=parsing_pipeline):
+    """Reading the pipeline alone, in one graph call per epoch: no model."""
+    return reading(pipeline(x, y))
 
 
 def keras_builtin_epoch(x, y, steps_per_execution=1, optimizer=keras.optimizers.SGD,

@@ -26,13 +26,20 @@ import tempfile
 from functools import partial
 
 import harness  # noqa: F401  (quiets TensorFlow before it is imported)
-import keras
 import numpy as np
 import report
 import tensorflow as tf
-from bench_dispatch import FEATURES, LR, MICRO, K, data, floor_epoch, make_model, past_auto_xla
-
-import gaviz
+from bench_dispatch import (
+    FEATURES,
+    MICRO,
+    K,
+    data,
+    floor_epoch,
+    gaviz_dataset_epoch,
+    gaviz_epoch,
+    keras_builtin_epoch,
+    reading,
+)
 
 EPOCHS_PER_RUN = 3
 #: Keras's steps_per_execution values tried; "Keras at its best" is the fastest.
@@ -117,47 +124,15 @@ PIPELINES = {
 SHORT = ["slices", "shuffle", "per-row map", "vectorised map", "cache + shuffle", "TFRecord files"]
 
 
-def gaviz_on(dataset, samples):
-    trainer = gaviz.AccumulationTrainer(make_model(), keras.optimizers.SGD(LR), "mse", K)
-    return past_auto_xla(lambda epochs: trainer.fit(dataset, epochs=epochs, verbose=0), samples)
-
-
-def gaviz_on_arrays(x, y):
-    trainer = gaviz.AccumulationTrainer(make_model(), keras.optimizers.SGD(LR), "mse", K)
-    return past_auto_xla(lambda epochs: trainer.fit(
-        x, y, batch_size=MICRO, epochs=epochs, shuffle=False, verbose=0), len(x))
-
-
-def keras_on(dataset, steps_per_execution):
-    model = make_model()
-    model.compile(keras.optimizers.SGD(LR, gradient_accumulation_steps=K), "mse",
-                  steps_per_execution=steps_per_execution)
-    return lambda epochs: model.fit(dataset, epochs=epochs, verbose=0)
-
-
-def reading(dataset):
-    """Reading the pipeline alone, in one graph call per epoch: no model."""
-    @tf.function
-    def read():
-        total = tf.constant(0.0)
-        for xb, yb in iter(dataset):
-            total += tf.reduce_sum(xb[:, 0]) + tf.reduce_sum(yb)
-        return total
-
-    def run(epochs):
-        for _ in range(epochs):
-            read().numpy()
-
-    return run
-
-
 def contestants(x, y, directory):
-    runs = {"gaviz on the arrays": gaviz_on_arrays(x, y), "compute floor": floor_epoch(x, y)}
+    runs = {"gaviz on the arrays": gaviz_epoch(x, y), "compute floor": floor_epoch(x, y)}
     for name, make in PIPELINES.items():
         dataset = make(x, y, directory)  # one object, given to every contestant
-        runs[f"{name}: gaviz"] = gaviz_on(dataset, len(x))
+        same = lambda *_, dataset=dataset: dataset  # noqa: E731
+        runs[f"{name}: gaviz"] = gaviz_dataset_epoch(x, y, pipeline=same)
         for spe in KERAS_STEPS_PER_EXECUTION:
-            runs[f"{name}: Keras, steps_per_execution={spe}"] = keras_on(dataset, spe)
+            runs[f"{name}: Keras, steps_per_execution={spe}"] = keras_builtin_epoch(
+                x, y, steps_per_execution=spe, on_dataset=same)
         runs[f"{name}: reading alone"] = reading(dataset)
     return runs
 
