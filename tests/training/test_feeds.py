@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from helpers import make_mlp
 
-from gaviz import _tensorflow
+from gaviz import _keras, _tensorflow
 from gaviz.training.data import feeds
 from gaviz.training.loop import sources
 
@@ -72,7 +72,7 @@ def test_a_dataset_of_sliced_arrays_batched_is_cut_like_arrays():
 
 def test_a_pipeline_that_does_more_than_slice_and_batch_is_iterated():
     """Shuffled, mapped, repeated or taken from, ragged, of strings, of inputs
-    alone, empty, or class-weighted: each pass is the pipeline's to give."""
+    alone, or empty: each pass is the pipeline's to give."""
     x, y = arrays(10)
     sliced = tf.data.Dataset.from_tensor_slices((x, y))
     ragged = tf.ragged.constant([[1.0], [2.0, 3.0]])
@@ -88,8 +88,6 @@ def test_a_pipeline_that_does_more_than_slice_and_batch_is_iterated():
         sliced.batch(4).take(0),
     ]:
         assert feeds._sliced_micro_batches(dataset) is None, dataset
-    weighted = feeds.FitData(sliced.batch(4), class_weight={0: 1.0})
-    assert isinstance(feeds.make_feed(weighted, make_mlp(), STRATEGY), feeds.DatasetFeed)
 
 
 def test_bad_data_is_named_as_the_argument_x():
@@ -104,6 +102,20 @@ def test_bad_data_is_named_as_the_argument_x():
         feeds.make_feed(feeds.FitData(dataset.take(0)), model, STRATEGY).first()
     with pytest.raises(ValueError, match="`batch_size` must be an integer >= 1"):
         feeds.make_feed(feeds.FitData(x, y, 0, True), model, STRATEGY)
+
+
+def test_class_weight_on_sliced_arrays_weighs_the_arrays_rows_as_keras_weighs_batches():
+    """Cut as arrays, with the weights Keras's map gives each batch."""
+    x, _ = arrays(10)
+    labels = np.array([[0], [1], [2], [1], [0], [2], [1], [1], [0], [2]], "float32")
+    class_weight = {0: 1.0, 1: 3.0, 2: 0.5}
+    dataset = tf.data.Dataset.from_tensor_slices((x, labels)).batch(4)
+    feed = feeds.make_feed(feeds.FitData(dataset, class_weight=class_weight), make_mlp(),
+                           STRATEGY)
+    assert isinstance(feed, feeds.ArrayFeed)
+    keras_batches = dataset.map(_keras.make_class_weight_map_fn(class_weight))
+    np.testing.assert_array_equal(
+        feed.epoch().arrays[2], np.concatenate([w for *_, w in keras_batches.as_numpy_iterator()]))
 
 
 def test_a_cache_is_found_among_a_datasets_inputs():

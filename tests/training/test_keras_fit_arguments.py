@@ -83,11 +83,14 @@ def test_class_weight_on_arrays():
     assert weight_gap(unweighted.model, model) > 1e-3  # the weights mattered
 
 
-def test_class_weight_on_a_dataset():
+@pytest.mark.parametrize("road", PIPELINES)
+def test_class_weight_on_a_dataset(road):
+    """Sliced, the dataset is cut as arrays with the weights Keras maps onto its
+    batches; iterated, the batches are mapped as Keras maps them."""
     model, trainer, reference = pair()
     start = start_of(model)
-    ours = trainer.fit(tf.data.Dataset.from_tensor_slices((X, Y)).batch(B), epochs=EPOCHS,
-                       verbose=0, class_weight=CLASS_WEIGHT)
+    dataset = PIPELINES[road](tf.data.Dataset.from_tensor_slices((X, Y)).batch(B))
+    ours = trainer.fit(dataset, epochs=EPOCHS, verbose=0, class_weight=CLASS_WEIGHT)
     theirs = reference.fit(tf.data.Dataset.from_tensor_slices((X, Y)).batch(K * B),
                            epochs=EPOCHS, verbose=0, class_weight=CLASS_WEIGHT)
     assert_same_run(ours, theirs, model, reference, start)
@@ -97,6 +100,15 @@ def test_class_weight_with_sample_weight_is_refused_as_keras_does():
     _, trainer, _ = pair()
     with pytest.raises(ValueError, match="`class_weight` and `sample_weight`"):
         trainer.fit(X, Y, batch_size=B, sample_weight=np.ones(ROWS), class_weight=CLASS_WEIGHT)
+
+
+@pytest.mark.parametrize("road", PIPELINES)
+def test_class_weight_with_a_dataset_of_sample_weights_is_refused_as_keras_does(road):
+    _, trainer, reference = pair()
+    weighted = tf.data.Dataset.from_tensor_slices((X, Y, np.ones(ROWS, "float32"))).batch(B)
+    for fit in (trainer.fit, reference.fit):
+        with pytest.raises(ValueError, match="`class_weight` and `sample_weight`"):
+            fit(PIPELINES[road](weighted), epochs=1, verbose=0, class_weight=CLASS_WEIGHT)
 
 
 def test_validation_split_takes_the_last_rows():

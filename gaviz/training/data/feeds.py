@@ -121,8 +121,8 @@ def _micro_batches(data: FitData, model, strategy, targets):
     if isinstance(x, tf.data.Dataset):
         _check_batched_already(data, "a tf.data.Dataset")
         data_checks.check_dataset(x, model, name="x", targets=targets)
-        in_memory = None if _distributed(strategy) else _sliced_micro_batches(x)
-        if in_memory is not None and class_weight is None:
+        in_memory = None if _distributed(strategy) else _sliced_micro_batches(x, class_weight)
+        if in_memory is not None:
             return in_memory(data)
         if class_weight is not None:
             x = x.map(_keras.make_class_weight_map_fn(class_weight))
@@ -153,11 +153,16 @@ def _micro_batches(data: FitData, model, strategy, targets):
     return ArrayFeed(data, arrays, rows, batch_size)
 
 
-def _sliced_micro_batches(dataset):
+def _sliced_micro_batches(dataset, class_weight=None):
     """``feed(data)``, an :class:`ArrayFeed` of the same micro-batches, for a
     dataset of ``(x, y)`` or ``(x, y, sample_weight)`` slices of in-memory
     numeric arrays, batched (:func:`gaviz._tensorflow.sliced_arrays`); None
     for any other dataset.
+
+    ``class_weight`` becomes the arrays' per-row weights by the function
+    Model.fit maps onto a dataset's batches: it weighs each row alone, so
+    given all the rows at once it gives the same weights and raises the same
+    errors (sample weights given too, several outputs).
 
     Its every pass gives the same micro-batches in the same order, so it is
     cut from the arrays inside the graph, as arrays are, and no ``tf.data``
@@ -170,12 +175,15 @@ def _sliced_micro_batches(dataset):
     tensors = tf.nest.flatten(sliced.tensors)
     if not all(t.dtype.is_floating or t.dtype.is_integer or t.dtype.is_bool for t in tensors):
         return None
+    arrays = sliced.tensors
+    if class_weight is not None:
+        arrays = _keras.make_class_weight_map_fn(class_weight)(*arrays)
     rows = int(tensors[0].shape[0])
     if sliced.drop_remainder:
         rows -= rows % sliced.batch_size
     if rows == 0:  # said as a dataset's emptiness, by the dataset's feed
         return None
-    arrays = tf.nest.map_structure(lambda t: t[:rows], sliced.tensors)
+    arrays = tf.nest.map_structure(lambda t: t[:rows], arrays)
     return lambda data: ArrayFeed(data._replace(shuffle=False), arrays, rows,
                                   sliced.batch_size, batched=True)
 
