@@ -213,3 +213,24 @@ def test_an_iterator_window_reads_ahead_but_never_past_its_end(k, steps, taken):
     assert bool(exhausted) == (len(taken) == 5)
     rest = [int(e) for e in iterator]
     assert rest == [i for i in range(5) if i >= len(taken)]
+
+
+def test_an_iterated_pipeline_is_read_without_the_autotuner_unless_its_options_say():
+    """The same elements in the same order; a pipeline whose options set
+    autotune.enabled (either way) keeps it."""
+    x, y = arrays(10)
+    pipeline = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(
+        10, seed=0, reshuffle_each_iteration=False).batch(4).map(
+        lambda a, b: (a * 2.0, b), num_parallel_calls=tf.data.AUTOTUNE)
+    feed = feeds.make_feed(feeds.FitData(pipeline), make_mlp(), STRATEGY)
+    assert feed.source.options().autotune.enabled is False
+    assert pipeline.options().autotune.enabled is None  # the user's dataset is untouched
+    for ours, theirs in zip(feed.source, pipeline, strict=True):
+        for got, want in zip(tf.nest.flatten(ours), tf.nest.flatten(theirs)):
+            np.testing.assert_array_equal(got, want)
+    for enabled in (True, False):
+        options = tf.data.Options()
+        options.autotune.enabled = enabled
+        chosen = feeds.make_feed(feeds.FitData(pipeline.with_options(options)), make_mlp(),
+                                 STRATEGY)
+        assert chosen.source.options().autotune.enabled is enabled

@@ -324,9 +324,9 @@ class DatasetFeed(Feed):
         self.rereadable = end_epoch is None
         self.end_epoch = end_epoch or (lambda: None)
         self.element_spec = dataset.element_spec
-        self.source = dataset
+        self.source = without_autotuning(dataset)
         if _distributed(strategy):
-            self.source = strategy.experimental_distribute_dataset(dataset)
+            self.source = strategy.experimental_distribute_dataset(self.source)
         self._first = None
 
     def micro_batches(self) -> int | None:
@@ -375,6 +375,27 @@ class DatasetFeed(Feed):
     def epoch(self) -> IteratorPass:
         """A fresh pass over the data."""
         return IteratorPass(iter(self.source))
+
+
+def without_autotuning(dataset):
+    """``dataset`` with tf.data's autotuner off, unless its options say whether
+    to autotune (``options.autotune.enabled`` set either way is kept).
+
+    The autotuner models a pipeline and tunes its parallel stages and buffers
+    from each new iterator's start, on a thread of its own; gaviz makes an
+    iterator per epoch, and where the pipeline's threads and the training
+    share a few cores, the tuning competes with both (on 2 cores, epochs of
+    the pipelines benchmark took 10-30% less without it:
+    benchmarks/bench_pipelines.py). Without it, an ``AUTOTUNE`` stage runs
+    on every core tf.data has (at most ``autotune.initial_parallelism``, 16).
+    The elements and their order are the same: options change how fast a
+    pipeline runs, not what it gives.
+    """
+    if dataset.options().autotune.enabled is not None:
+        return dataset
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
 
 
 class ArrayFeed(Feed):
