@@ -78,7 +78,7 @@ test-oldest:
 demo: $(STAMP_TEST)
 	$(BIN)/python -m gaviz compare --steps 1 2 4 8 --out curves.png
 
-# Every benchmark, each in its own process (~45 minutes on 2 cores): writes
+# Every benchmark, each in its own process (~55 minutes on 2 cores): writes
 # benchmarks/results/*.json, results.md, results.png and the README's section.
 bench: $(STAMP_TEST)
 	$(BIN)/python benchmarks/run.py

@@ -279,7 +279,7 @@ def eager_tape_epoch(x, y):
     return train
 
 
-def floor_epoch(x, y, jit_compile=False, one_at_a_time=False):
+def floor_epoch(x, y, jit_compile=False, one_at_a_time=False, dataset=None):
     """The same forward and backward passes over the micro-batches in one
     graph call, and nothing else: no update, no metric, no Python.
 
@@ -289,11 +289,21 @@ def floor_epoch(x, y, jit_compile=False, one_at_a_time=False):
         one_at_a_time: run the micro-steps one after another, as gaviz does
             (``parallel_iterations=1``); otherwise TensorFlow may overlap up
             to 10 of them.
+        dataset: read the micro-batches from this tf.data pipeline, one pass
+            per epoch, instead of slicing the arrays: the passes as the
+            pipeline feeds them (not with ``jit_compile``: XLA cannot compile
+            an iterator).
     """
     model = make_model()
     xs, ys = tf.constant(x), tf.constant(y)
     steps = len(x) // MICRO
     parallel_iterations = 1 if one_at_a_time else 10  # 10: tf.while_loop's default
+
+    def micro_step(xb, yb, sums):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(keras.losses.mean_squared_error(yb, model(xb, training=True)))
+        grads = tape.gradient(loss, model.trainable_variables)
+        return [s + g for s, g in zip(sums, grads)]
 
     @tf.function(jit_compile=jit_compile)
     def passes():
@@ -305,17 +315,24 @@ def floor_epoch(x, y, jit_compile=False, one_at_a_time=False):
             # whole pass out of the loop.
             xb = tf.slice(xs, [i * MICRO, 0], [MICRO, FEATURES])
             yb = tf.slice(ys, [i * MICRO, 0], [MICRO, 1])
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_sum(keras.losses.mean_squared_error(yb, model(xb, training=True)))
-            grads = tape.gradient(loss, model.trainable_variables)
-            sums = [s + g for s, g in zip(sums, grads)]
+            sums = micro_step(xb, yb, sums)
             i += 1
         # Every sum is returned: a pass whose result is unused would be pruned.
         return sums
 
+    @tf.function
+    def fed_passes():
+        sums = [tf.zeros_like(v) for v in model.trainable_variables]
+        for xb, yb in iter(dataset):
+            tf.autograph.experimental.set_loop_options(parallel_iterations=parallel_iterations)
+            sums = micro_step(xb, yb, sums)
+        return sums
+
+    run = passes if dataset is None else fed_passes
+
     def train(epochs):
         for _ in range(epochs):
-            [s.numpy() for s in passes()]
+            [s.numpy() for s in run()]
 
     return train
 

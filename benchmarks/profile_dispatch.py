@@ -8,7 +8,12 @@ It trains bench_dispatch.py's MLP the way that benchmark does (gaviz on arrays,
 under ``tf.profiler.experimental``; then the same for the floor (the same
 forward and backward passes over the micro-batches in one graph, no updates), and for the
 floor run one micro-step at a time, as gaviz runs them to keep one
-micro-batch's activations alive (``parallel_iterations=1``). It reads the
+micro-batch's activations alive (``parallel_iterations=1``); then gaviz
+given a shuffled ``tf.data`` pipeline, which it iterates, as it reads it
+(tf.data's autotuner off) and with the autotuner kept, and that floor fed by
+the pipeline as gaviz reads it (the pipeline's own threads are not
+TensorFlow's executor: their work shows as "no op running" where the loop
+waits for it). It reads the
 ``*.xplane.pb`` the profiler writes (TensorFlow's own protobuf, no plugin
 needed) and splits the epoch's wall time into categories:
 
@@ -45,8 +50,11 @@ from functools import partial
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_dispatch  # noqa: E402  (imports harness, which quiets TensorFlow)
+import bench_pipelines  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
+
+from gaviz.training.data.feeds import without_autotuning  # noqa: E402
 
 #: Categories, in the order they are printed; the first matching rule wins.
 PHASES = ("gather", "get_next", "add_to_sums", "loss", "all_reduce", "finish", "update",
@@ -150,11 +158,27 @@ def profile(train, epochs: int, logdir: str, model_name: str) -> dict[str, float
     return shares, calls / epochs
 
 
+def _shuffled(x, y):
+    return bench_pipelines.shuffled(x, y, None)
+
+
+_AUTOTUNED = tf.data.Options()
+_AUTOTUNED.autotune.enabled = True
+
+
 #: What is profiled: title -> a function (x, y) -> train(epochs), as bench_dispatch's.
 CONTESTANTS = {
     "gaviz, arrays (bench_dispatch's configuration)": bench_dispatch.gaviz_epoch,
     "floor (its loop may overlap micro-steps)": bench_dispatch.floor_epoch,
     "floor, one micro-step at a time": partial(bench_dispatch.floor_epoch, one_at_a_time=True),
+    "gaviz, a shuffled pipeline (iterated; bench_pipelines.py's)": lambda x, y: (
+        bench_dispatch.gaviz_dataset_epoch(x, y, pipeline=_shuffled)),
+    "gaviz, the same pipeline with autotune.enabled=True (tf.data's autotuner kept)": (
+        lambda x, y: bench_dispatch.gaviz_dataset_epoch(
+            x, y, pipeline=lambda x, y: _shuffled(x, y).with_options(_AUTOTUNED))),
+    "floor, one micro-step at a time, fed by the shuffled pipeline as gaviz reads it": (
+        lambda x, y: bench_dispatch.floor_epoch(
+            x, y, one_at_a_time=True, dataset=without_autotuning(_shuffled(x, y)))),
 }
 #: Categories summed into the summary line, by what they are.
 GROUPS = {

@@ -15,13 +15,14 @@ import json
 import os
 import textwrap
 
-ORDER = ["dispatch", "own_loop", "compute", "memory", "scaling", "allreduce", "dashboard"]
+ORDER = ["dispatch", "own_loop", "pipelines", "compute", "memory", "scaling", "allreduce",
+         "dashboard"]
 README_START = "<!-- benchmarks: start (written by benchmarks/report.py) -->"
 README_END = "<!-- benchmarks: end -->"
 # The README's headline targets: (benchmark, the start of the target's `what`).
 HEADLINES = [
     ("dispatch", "gaviz's default / the faster compute floor"),
-    ("dispatch", "Keras at its best / gaviz's default, on one tf.data pipeline"),
+    ("pipelines", "Keras at its best / gaviz, pipelines' geometric mean"),
     ("dispatch", "Keras at its best / gaviz's default, on a pipeline parsing CSV lines"),
     ("dispatch", "gaviz's default / Keras's default, the first epoch"),
     ("compute", "accumulation's extra time over the plain big batch"),
@@ -118,13 +119,14 @@ def figure(results: list[dict], path: str):
     import matplotlib.pyplot as plt
 
     by_name = {r["name"]: r["plot"] for r in results}
-    fig = plt.figure(figsize=(25, 8.5))
-    # The targets' text (spare) spans two panels: its lines are long.
-    axes = fig.subplot_mosaic([["dispatch", "own_loop", "compute", "memory", "dashboard"],
-                               ["time_k", "loss_k", "allreduce", "spare", "spare"]])
-    dispatch, own_loop, compute, memory, dashboard, time_k, loss_k, allreduce, spare = (
-        axes[name] for name in ("dispatch", "own_loop", "compute", "memory", "dashboard",
-                                "time_k", "loss_k", "allreduce", "spare"))
+    fig = plt.figure(figsize=(28, 13))
+    # The targets' text (spare) spans a row: its lines are long.
+    axes = fig.subplot_mosaic([["dispatch", "own_loop", "pipelines", "memory", "dashboard"],
+                               ["compute", "time_k", "loss_k", "allreduce", "allreduce"],
+                               ["spare"] * 5], height_ratios=[1, 1, 0.9])
+    (dispatch, pipelines, own_loop, compute, memory, dashboard, time_k, loss_k, allreduce,
+     spare) = (axes[name] for name in ("dispatch", "pipelines", "own_loop", "compute", "memory",
+                                       "dashboard", "time_k", "loss_k", "allreduce", "spare"))
     spare.axis("off")
     verdicts = [
         f"{'met' if t['met'] else 'MISSED'}: {r['title'].split(':')[0]}, "
@@ -132,9 +134,11 @@ def figure(results: list[dict], path: str):
         f"{t['limit']:g}{t['unit']})"
         for r in results for t in r.get("targets", [])
     ]
-    spare.text(0, 1, "Targets\n\n" + "\n".join(textwrap.fill(v, 90, subsequent_indent="   ")
-                                                for v in verdicts),
-               va="top", family="monospace", fontsize=9, transform=spare.transAxes)
+    half = -(-len(verdicts) // 2)  # two columns of targets
+    for column, part in enumerate((verdicts[:half], verdicts[half:])):
+        spare.text(0.5 * column, 1, ("Targets\n\n" if column == 0 else "\n\n") + "\n".join(
+            textwrap.fill(v, 110, subsequent_indent="   ") for v in part),
+            va="top", family="monospace", fontsize=9, transform=spare.transAxes)
 
     def bars(ax, labels, values, unit, title, highlight=(0,)):
         colors = ["tab:blue" if i in highlight else "tab:gray" for i in range(len(values))]
@@ -150,6 +154,15 @@ def figure(results: list[dict], path: str):
     p = by_name["dispatch"]
     bars(dispatch, p["labels"], p["ms"], "ms per epoch (log)", "1. Dispatch-bound MLP")
     dispatch.set_xscale("log")
+    p = by_name["pipelines"]
+    places = range(len(p["labels"]))
+    for offset, series, color in ((-0.27, "gaviz_ms", "tab:blue"),
+                                  (0, "keras_ms", "tab:orange"), (0.27, "read_ms", "tab:green")):
+        pipelines.barh([i + offset for i in places], p[series], height=0.27, color=color)
+    pipelines.set_yticks(places, p["labels"])
+    pipelines.invert_yaxis()
+    pipelines.set_xlabel("ms per epoch")
+    pipelines.set_title("1c. Pipelines: gaviz (blue), Keras at its best\n(orange), reading alone (green)")
     p = by_name["own_loop"]
     bars(own_loop, p["labels"], p["ms"], "ms per epoch", "1b. Your own loop, Adam",
          highlight=[i for i, mine in enumerate(p["accumulator"]) if mine])
@@ -163,7 +176,8 @@ def figure(results: list[dict], path: str):
     memory.legend(fontsize=8, loc="lower right")
     rows = next(r["rows"] for r in results if r["name"] == "dashboard")  # the medians
     bars(dashboard, ["first point", "all four runs"], [row[1] for row in rows],
-         "seconds after Run", "5. Dashboard, k in {1, 2, 4, 8}")
+         "seconds after Run", "")
+    dashboard.set_title("5. Dashboard, k in {1, 2, 4, 8}", loc="right")  # the figure's edge
 
     p = by_name["scaling"]
     for series, label, style in (("fixed_effective", "fixed effective batch 256", "o-"),

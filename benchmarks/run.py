@@ -1,6 +1,6 @@
 """Runs every benchmark, each in its own process, then writes the report.
 
-    python benchmarks/run.py            # what `make bench` runs (~45 minutes on 2 cores)
+    python benchmarks/run.py            # what `make bench` runs (~55 minutes on 2 cores)
     python benchmarks/run.py --gpu      # on a machine with a GPU (Colab): benchmarks/gpu/
     python benchmarks/run.py --quick --results /tmp/r --md /tmp/r/results.md \
         --png /tmp/r/results.png --readme ''   # what the tests run

@@ -50,6 +50,8 @@ def fake_results(directory: Path):
            "machine": "x86_64", "gpus": 0}
     plots = {
         "dispatch": {"labels": ["gaviz", "Keras built-in"], "ms": [50.0, 180.0]},
+        "pipelines": {"labels": ["shuffle", "TFRecord files"], "gaviz_ms": [60.0, 110.0],
+                      "keras_ms": [90.0, 120.0], "read_ms": [20.0, 70.0]},
         "own_loop": {"labels": ["Accumulator, a", "Keras option, a"], "ms": [40.0, 42.0],
                      "accumulator": [True, False]},
         "compute": {"labels": ["gaviz 32 x 8", "gaviz 256 x 1"], "ms": [1200.0, 1250.0]},
