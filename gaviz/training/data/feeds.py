@@ -385,7 +385,7 @@ def without_autotuning(dataset):
     from each new iterator's start, on a thread of its own; gaviz makes an
     iterator per epoch, and where the pipeline's threads and the training
     share a few cores, the tuning competes with both (on 2 cores, epochs of
-    the pipelines benchmark took 10-30% less without it:
+    the pipelines benchmark took 16-33% less without it:
     benchmarks/bench_pipelines.py). Without it, an ``AUTOTUNE`` stage runs
     on every core tf.data has (at most ``autotune.initial_parallelism``, 16).
     The elements and their order are the same: options change how fast a
