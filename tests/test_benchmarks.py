@@ -120,6 +120,23 @@ def test_committed_report_and_readme_match_the_committed_results():
     assert not any(r["quick"] for r in results), "the committed results are from --quick"
 
 
+def test_the_committed_pipelines_figure_plots_the_columns_its_title_names():
+    (result,) = [r for r in report.load(str(BENCHMARKS / "results")) if r["name"] == "pipelines"]
+    assert_pipelines_plot_matches_its_table(result)
+
+
+def assert_pipelines_plot_matches_its_table(result):
+    """The figure's bars are the table's columns: gaviz (blue), Keras at its
+    best (orange), reading alone (green), pipeline by pipeline."""
+    column = {name: [row[i] for row in result["rows"]]
+              for i, name in enumerate(result["columns"])}
+    plot = result["plot"]
+    assert plot["gaviz_ms"] == column["gaviz (ms)"]
+    assert plot["keras_ms"] == column["Keras at its best (ms)"]
+    assert plot["read_ms"] == column["reading alone (ms)"]
+    assert len(plot["labels"]) == len(result["rows"])
+
+
 def memory_growth(configuration: str) -> dict:
     """One configuration of bench_memory.py (--quick, dense layers of 512), in a fresh process.
 
@@ -195,6 +212,7 @@ def test_every_benchmark_runs_and_reports(tmp_path):
     for name in ("dispatch", "compute"):
         assert all(row[1] > 0 for row in results[name]["rows"])
     assert_own_loops_end_where_they_should(results["own_loop"])
+    assert_pipelines_plot_matches_its_table(results["pipelines"])
 
 
 def assert_own_loops_end_where_they_should(result):
