@@ -228,6 +228,24 @@ def _user_line(error: BaseException) -> str:
     return f" (line {mine[-1].lineno}: {mine[-1].line})" if mine else ""
 
 
+def defined_at(function) -> str:
+    """`` (line N: def name(...):)``, where the learner defined ``function``, or "": for a
+    fault of the function as a whole (a missing default, what it returns), whose error, if
+    any, passes through no line of the learner's."""
+    import inspect
+    import linecache
+
+    function = getattr(function, "python_function", function)  # a tf.function's own
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    if code is None or _library(code.co_filename):
+        return ""
+    for number in range(code.co_firstlineno, code.co_firstlineno + 10):  # past decorators
+        line = linecache.getline(code.co_filename, number).strip()
+        if line.startswith(("def ", "async def ")):
+            return f" (line {number}: {line})"
+    return ""
+
+
 def _library(filename: str) -> bool:
     """Whether ``filename`` is TensorFlow's, Keras's, gaviz's or generated, not the learner's."""
     package = str(pathlib.Path(__file__).resolve().parents[1])  # gaviz/ itself

@@ -122,6 +122,17 @@ def a_constant(micro_batch_size, accumulation_steps, replicas=1):
     return 256
 
 
+# Issue #60: reported at the checker's own line, not the learner's.
+@wrong(E, "`replicas` should default to 1", "def replicas_without_a_default(")
+def replicas_without_a_default(micro_batch_size, accumulation_steps, replicas):
+    return micro_batch_size * accumulation_steps * replicas
+
+
+@wrong(E, "gave 128.0, a float", "whole number")
+def a_float_default(micro_batch_size, accumulation_steps, replicas=1.0):
+    return micro_batch_size * accumulation_steps * replicas
+
+
 @right(E)
 def effective_by_math_prod(micro_batch_size, accumulation_steps, replicas=1):
     return math.prod((micro_batch_size, accumulation_steps, replicas))
@@ -161,6 +172,28 @@ def an_assert_for_the_check(effective_batch_size, accumulation_steps, replicas=1
 @wrong(M, "multiplied", "undoes")
 def multiplied(effective_batch_size, accumulation_steps, replicas=1):
     return effective_batch_size * accumulation_steps * replicas
+
+
+# Issue #60: passed, none of the check's cases having k and replicas share a factor.
+@wrong(M, "8 and 4 each divide 48", "their product, 32, does not")
+def divisible_by_each(effective_batch_size, accumulation_steps, replicas=1):
+    if effective_batch_size % accumulation_steps or effective_batch_size % replicas:
+        raise ValueError("indivisible")
+    return effective_batch_size // (accumulation_steps * replicas)
+
+
+@wrong(M, "8 divides 256, but 8 × 3 = 24 does not", "`(e % k) * r`")
+def remainder_without_parentheses(effective_batch_size, accumulation_steps, replicas=1):
+    if effective_batch_size % accumulation_steps * replicas:
+        raise ValueError("indivisible")
+    return effective_batch_size // (accumulation_steps * replicas)
+
+
+@wrong(M, "`replicas` should default to 1", "def micro_without_a_default(")
+def micro_without_a_default(effective_batch_size, accumulation_steps, replicas):
+    if effective_batch_size % (accumulation_steps * replicas):
+        raise ValueError("indivisible")
+    return effective_batch_size // (accumulation_steps * replicas)
 
 
 @right(M)
