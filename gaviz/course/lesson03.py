@@ -13,6 +13,8 @@ piece of its own (lesson 04's exercise).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -23,25 +25,45 @@ from gaviz.course.loop import make_accumulators, summed_loss
 
 #: A ragged window: micro-batches of 5, 27 and 8 samples.
 _RAGGED = [(0, 5), (5, 32), (32, 40)]
+#: Right answers (divide_no_nan, times the inverse, NumPy, via float64) all land 1.5e-7 from
+#: the 40 samples' gradient (measured); a count half a sample off lands 1.2e-2 away, one
+#: sample off 2.4e-2. 1e-5 is between.
+_RAGGED_TOLERANCE = 1e-5
 
 
 def _values(tensors) -> list:
     return [np.asarray(t, dtype="float64") for t in tensors]
 
 
-def _same(values_a, values_b, atol=1e-6) -> bool:
+#: The check's sums divided in float32 (divide_no_nan, times the inverse) land within 4.8e-8
+#: of float64's (measured, by 5 and by 0.5); the nearest wrong answer, a count off by one
+#: sample (6 or 4 for 5), lands 0.2 away. 1e-6 is between.
+_ATOL = 1e-6
+
+
+def _same(values_a, values_b, atol=_ATOL) -> bool:
     return all(a.shape == b.shape and np.allclose(a, b, atol=atol)
                for a, b in zip(values_a, values_b))
 
 
 def _check_accumulate(accumulate) -> str:
-    accumulators = [tf.Variable(tf.zeros((2, 2))), tf.Variable(tf.zeros(3))]
+    # The loop adds into the variables themselves, through its own references: what they hold
+    # is read back from them, not from the list accumulate was given or what it returned.
+    variables = [tf.Variable(tf.zeros((2, 2))), tf.Variable(tf.zeros(3))]
+    accumulators = list(variables)
     first = [tf.fill((2, 2), 1.5), tf.constant([1.0, 2.0, 3.0])]
     second = [tf.fill((2, 2), -0.5), tf.ones(3)]
     returned = accumulate(accumulators, first)
-    unchanged = not any(np.any(a.numpy()) for a in accumulators)
-    if returned is None and unchanged:
+    unchanged = not any(np.any(v.numpy()) for v in variables)
+    replaced = len(accumulators) != len(variables) or any(
+        a is not v for a, v in zip(accumulators, variables))
+    if returned is None and unchanged and not replaced:
         raise NotAttempted()
+    if unchanged and replaced:
+        raise Incorrect("it replaced the list's entries with new values (`accumulators[i] = "
+                        "...`): the variables you were given still hold zeros, and they are what "
+                        "the loop adds into and divides, through its own references. Add into "
+                        "each in place with `accumulator.assign_add(gradient)`")
     if unchanged:
         raise Incorrect("the accumulators themselves still hold zeros: add into them in place "
                         "with `accumulator.assign_add(gradient)` (a new list of tensors leaves "
@@ -50,7 +72,7 @@ def _check_accumulate(accumulate) -> str:
         raise Incorrect("return `accumulators`, the same list you were given (so a call can be "
                         f"chained); it returned {type(returned).__name__}")
     accumulate(accumulators, second)
-    got = _values(accumulators)
+    got = _values(variables)
     if _same(got, _values(second)):
         raise Incorrect("after two calls the accumulators hold only the second gradients: "
                         "`assign` replaces, `assign_add` adds")
@@ -58,8 +80,15 @@ def _check_accumulate(accumulate) -> str:
     if not _same(got, expected):
         raise Incorrect(f"after adding {_values(first)[1]} and then {_values(second)[1]}, the "
                         f"second accumulator holds {got[1]}; expected {expected[1]}")
+    _check_mismatch_refused(accumulate, variables)
+    return "each gradient is added into its own accumulator, in place"
+
+
+def _check_mismatch_refused(accumulate, variables) -> None:
+    """Incorrect unless 1 gradient for 2 accumulators raises ValueError, before any change."""
+    before = _values(variables)
     try:
-        accumulate(accumulators, [tf.ones((2, 2))])
+        accumulate(list(variables), [tf.ones((2, 2))])
     except ValueError:
         pass
     except Exception as error:  # noqa: BLE001 - the wrong exception: say which
@@ -68,7 +97,10 @@ def _check_accumulate(accumulate) -> str:
     else:
         raise Incorrect("with 1 gradient for 2 accumulators it raised nothing: raise ValueError "
                         "(`zip` would silently leave the second accumulator out)")
-    return "each gradient is added into its own accumulator, in place"
+    if not _same(_values(variables), before):
+        raise Incorrect("with 1 gradient for 2 accumulators it raised ValueError, but added into "
+                        "the first accumulator before raising: compare the lengths before "
+                        "changing anything, so that a refused call leaves the window as it was")
 
 
 def _check_finish_window(finish_window) -> str:
@@ -76,6 +108,8 @@ def _check_finish_window(finish_window) -> str:
     sums = _values(accumulators)
     result = finish_window(accumulators, 5)  # not 4, lesson 03's k: no constant passes
     attempted(result)
+    if isinstance(result, Iterator):  # a generator or a map: the loop zips it, as a list
+        result = list(result)
     if len(result) != len(sums):
         raise Incorrect(f"it returned {len(result)} gradients for {len(sums)} accumulators: "
                         "return one per accumulator, in order")
@@ -92,6 +126,7 @@ def _check_finish_window(finish_window) -> str:
         raise Incorrect("it changed the accumulators (they now hold "
                         f"{_values(accumulators)[1]}): only return the divided gradients; "
                         "resetting is a piece of its own (lesson 04)")
+    _check_small_count(finish_window, accumulators, sums)
     try:
         empty = _values(finish_window([tf.Variable([0.0, 0.0])], 0))
     except ZeroDivisionError as error:
@@ -101,11 +136,22 @@ def _check_finish_window(finish_window) -> str:
         raise Incorrect(f"an empty window (sample_count 0) gave {empty[0]}, not zeros: use "
                         "`tf.math.divide_no_nan`, which gives 0 for 0 / 0")
     difference = _ragged_window_difference(finish_window)
-    if difference > 1e-5:
+    if not difference <= _RAGGED_TOLERANCE:
         raise Incorrect("a ragged window of 5, 27 and 8 samples: its gradient differs from the "
                         f"40 samples' mean-loss gradient by {difference:.1e}")
     return ("divided once by the sample count, a ragged window of 5, 27 and 8 samples gives "
             f"the gradient of one batch of 40 (largest difference {difference:.1e})")
+
+
+def _check_small_count(finish_window, accumulators, sums) -> None:
+    """Incorrect unless a count below 1 divides too: a window's count is its samples' weights
+    summed (lesson 05's masks, sample weights), which can be 0.5."""
+    got = _values(finish_window(accumulators, 0.5))
+    if not _same(got, [s / 0.5 for s in sums]):
+        raise Incorrect(f"for the sums {sums[1]} and sample_count 0.5 it returned {got[1]}; "
+                        f"expected {sums[1] / 0.5}: a window's count is its samples' weights "
+                        "summed, and weights can sum to less than 1. Divide by the count "
+                        "whatever it is; only 0 needs care")
 
 
 def _ragged_window_difference(finish_window) -> float:

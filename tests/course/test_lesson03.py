@@ -71,6 +71,30 @@ def test_no_length_check_is_named():
     fails_with(lesson03.accumulate, trusting, "raised nothing: raise ValueError")
 
 
+def test_rebinding_the_lists_entries_is_read_back_from_the_variables():
+    """Issue #60: `accumulators[i] = accumulators[i] + g` passed; the variables stayed zero."""
+    def rebinds(accumulators, gradients):
+        if len(accumulators) != len(gradients):
+            raise ValueError("lengths")
+        for i, gradient in enumerate(gradients):
+            accumulators[i] = accumulators[i] + gradient
+        return accumulators
+
+    fails_with(lesson03.accumulate, rebinds, "replaced the list's entries",
+               "the variables you were given still hold zeros", "assign_add")
+
+
+def test_adding_before_refusing_mismatched_lists_is_named():
+    def adds_first(accumulators, gradients):
+        for accumulator, gradient in zip(accumulators, gradients):
+            accumulator.assign_add(gradient)
+        if len(accumulators) != len(gradients):
+            raise ValueError("lengths")
+        return accumulators
+
+    fails_with(lesson03.accumulate, adds_first, "added into the first accumulator before raising")
+
+
 def test_forgetting_to_return_is_named():
     def silent(accumulators, gradients):
         solution.accumulate(accumulators, gradients)
@@ -108,6 +132,20 @@ def test_dividing_in_place_is_named():
 def test_nan_for_an_empty_window_is_named():
     fails_with(lesson03.finish_window, lambda accs, count: [a / count for a in accs],
                "an empty window (sample_count 0) gave [nan nan]", "divide_no_nan")
+
+
+def test_a_count_below_one_is_divided_by():
+    """A window's count is its samples' weights summed: below 1 when they are small."""
+    fails_with(lesson03.finish_window, lambda accs, count: [a / max(count, 1) for a in accs],
+               "sample_count 0.5", "weights can sum to less than 1")
+
+
+def test_a_generator_of_gradients_passes():
+    """The loop zips what finish_window returns: any iterable of gradients in order works."""
+    def lazily(accumulators, sample_count):
+        return (tf.math.divide_no_nan(a, tf.cast(sample_count, a.dtype)) for a in accumulators)
+
+    assert lesson03.finish_window.evaluate(lazily).status == "pass"
 
 
 def test_the_solution_is_a_piece_of_the_exact_loop():

@@ -306,6 +306,25 @@ def an_assert(accumulators, gradients):
     return accumulators
 
 
+# Issue #60: passed, the check reading only the returned list, not the variables themselves.
+@wrong(A, "replaced the list's entries", "the variables you were given still hold zeros")
+def rebinds_the_entries(accumulators, gradients):
+    if len(accumulators) != len(gradients):
+        raise ValueError("lengths")
+    for i, gradient in enumerate(gradients):
+        accumulators[i] = accumulators[i] + gradient
+    return accumulators
+
+
+@wrong(A, "1 gradient for 2 accumulators", "added into the first accumulator before raising")
+def adds_before_the_length_check(accumulators, gradients):
+    for accumulator, gradient in zip(accumulators, gradients):
+        accumulator.assign_add(gradient)
+    if len(accumulators) != len(gradients):
+        raise ValueError("lengths")
+    return accumulators
+
+
 @right(A)
 def accumulate_by_index(accumulators, gradients):
     if len(gradients) != len(accumulators):
@@ -348,6 +367,11 @@ def a_constant_divisor(accumulators, sample_count):
 @wrong(F, "gradients for 2 accumulators", "one per accumulator")
 def the_first_only(accumulators, sample_count):
     return [tf.math.divide_no_nan(accumulators[0], tf.cast(sample_count, tf.float32))]
+
+
+@wrong(F, "sample_count 0.5", "weights can sum to less than 1")
+def count_at_least_one(accumulators, sample_count):
+    return [a / max(float(sample_count), 1.0) for a in accumulators]
 
 
 @right(F)
