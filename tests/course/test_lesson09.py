@@ -3,6 +3,7 @@ test_wrong_answers.py)."""
 
 import importlib
 import pathlib
+import statistics
 import sys
 import time
 
@@ -32,6 +33,51 @@ def test_the_stub_is_not_attempted():
     outcome = lesson09.median_epoch_seconds.evaluate(lambda fit_once, repeats: None)
     assert outcome.status == "not attempted"
 
+
+def test_the_slow_first_call_kept_and_another_dropped_is_named():
+    """Issue #60: the check's durations gave the same median with the warm-up timed."""
+    def first_kept(fit_once, repeats):
+        return statistics.median(_timed(fit_once, repeats + 1)[:repeats])
+
+    def first_kept_second_dropped(fit_once, repeats):  # 0.26 s, above the first run's median
+        times = _timed(fit_once, repeats + 1)
+        return statistics.median(times[:1] + times[2:])
+
+    for answer in (first_kept, first_kept_second_dropped):
+        outcome = lesson09.median_epoch_seconds.evaluate(answer)
+        assert outcome.status == "fail" and "the first call" in outcome.message, outcome
+
+
+def test_milliseconds_and_cpu_time_are_named():
+    """Issue #60: they were "the total of the timed calls" and "the fastest timed call"."""
+    def in_ms(fit_once, repeats):
+        fit_once()
+        return 1000 * statistics.median(_timed(fit_once, repeats))
+
+    def cpu(fit_once, repeats):
+        fit_once()
+        times = []
+        for _ in range(repeats):
+            start = time.process_time()
+            fit_once()
+            times.append(time.process_time() - start)
+        return statistics.median(times)
+
+    outcome = lesson09.median_epoch_seconds.evaluate(in_ms)
+    assert outcome.status == "fail" and "in milliseconds" in outcome.message, outcome
+    assert "total" not in outcome.message
+    outcome = lesson09.median_epoch_seconds.evaluate(cpu)
+    assert outcome.status == "fail" and "CPU time" in outcome.message, outcome
+    assert "fastest" not in outcome.message
+
+
+def test_repeats_is_read_from_the_argument():
+    def five(fit_once, repeats):
+        fit_once()
+        return statistics.median(_timed(fit_once, 5))
+
+    outcome = lesson09.median_epoch_seconds.evaluate(five)
+    assert outcome.status == "fail" and "repeats=3" in outcome.message, outcome
 
 
 

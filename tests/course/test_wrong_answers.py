@@ -884,15 +884,19 @@ def accumulator_epoch_eager_with_sample_count(model, optimizer, loss, micro_batc
 MED = lesson09.median_epoch_seconds
 
 
-def timing(warm_up=True, reducer=statistics.median, extra_call=False, total=False):
+def timing(warm_up=True, reducer=statistics.median, extra_call=False, total=False,
+           first_kept=False, unit=1.0, clock=time.perf_counter, fixed_repeats=None):
     def median_epoch_seconds(fit_once, repeats):
-        if warm_up:
+        repeats = fixed_repeats or repeats
+        if warm_up and not first_kept:
             fit_once()
         seconds = []
-        for _ in range(repeats + (1 if extra_call else 0)):
-            start = time.perf_counter()
+        for _ in range(repeats + (1 if extra_call or first_kept else 0)):
+            start = clock()
             fit_once()
-            seconds.append(time.perf_counter() - start)
+            seconds.append(unit * (clock() - start))
+        if first_kept:  # the slow first call timed too, and the last one left out
+            seconds = seconds[:repeats]
         return sum(seconds) if total else reducer(seconds)
     return median_epoch_seconds
 
@@ -903,7 +907,14 @@ for _label, _change, _words in [
         ("one_call_too_many", dict(extra_call=True), ("got 7 calls",)),
         ("the_total", dict(total=True), ("the total", "median")),
         ("the_fastest", dict(reducer=min), ("the fastest", "median")),
-        ("the_last", dict(reducer=lambda s: s[-1]), ("the last", "median"))]:
+        ("the_last", dict(reducer=lambda s: s[-1]), ("the last", "median")),
+        # Issue #60: passed, the check's durations giving the same median either way.
+        ("the_first_call_kept_the_last_dropped", dict(first_kept=True),
+         ("the first call", "untimed")),
+        # Issue #60: "the total of the timed calls" and "the fastest timed call".
+        ("in_milliseconds", dict(unit=1000.0), ("in milliseconds", "seconds")),
+        ("cpu_time", dict(clock=time.process_time), ("CPU time", "time.perf_counter")),
+        ("the_lessons_repeats", dict(fixed_repeats=5), ("repeats=3", "got 6 calls"))]:
     WRONG.setdefault(MED.name, []).append(Wrong(_label, (timing(**_change),), _words))
 
 
