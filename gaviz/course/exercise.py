@@ -122,7 +122,7 @@ class Exercise:
         except Incorrect as fault:
             return Outcome(self.name, "fail", str(fault))
         except Exception as error:  # noqa: BLE001 - the learner's code raised: say what and where
-            return Outcome(self.name, "fail", raised(error))
+            return Outcome(self.name, "fail", raised(error, *answer))
         return Outcome(self.name, "pass", message)
 
     def check(self, *answer) -> None:
@@ -194,21 +194,23 @@ KNOWN_ERRORS = [
 ]
 
 
-def raised(error: BaseException) -> str:
+def raised(error: BaseException, *answer) -> str:
     """What the learner's code raised, in a sentence: the error and the learner's own line,
     with the cause named when it is one of :data:`KNOWN_ERRORS` (TensorFlow's message then
-    points into its generated code, not at the fault)."""
+    points into its generated code, not at the fault). When the error passed through no line
+    of the learner's (TensorFlow or gaviz choked on what the learner's function returned), the
+    line that defines the learner's function (the first of ``answer`` that is one)."""
     text = str(error)
+    where = _user_line(error) or next(
+        (line for line in map(defined_at, filter(callable, answer)) if line), "")
     for words, cause in KNOWN_ERRORS:
         if words in text:
-            where = _user_line(error)
             return f"your code raised {type(error).__name__}{where}: {cause}"
     if "in user code:" in text:  # a traced function: TensorFlow's own frames, then the error
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         last = lines[-1] if lines else text
         last = last.removeprefix(f"{type(error).__name__}: ")  # said once, before the line
-        return f"your code raised {type(error).__name__}{_user_line(error)}: {last}"
-    where = _user_line(error)
+        return f"your code raised {type(error).__name__}{where}: {last}"
     if not where:
         last = traceback.extract_tb(error.__traceback__)[-1]
         where = f" (line {last.lineno}: {last.line})"

@@ -22,7 +22,12 @@ def _check_reset(reset) -> str:
                         "gives a name inside reset a new value and leaves the variables the loop "
                         "adds into as they were. Change each one in place: "
                         "`accumulator.assign(...)`")
-    if any(a is not o for a, o in zip(accumulators, originals)) or len(accumulators) != 3:
+    if len(accumulators) != len(originals):
+        raise Incorrect(f"reset emptied the list (or changed its length: {len(accumulators)} "
+                        f"entries for {len(originals)} accumulators): the loop keeps its own "
+                        "references to the variables, which still hold the window's sum. Zero "
+                        "each variable in place (`assign`) and leave the list as it is")
+    if any(a is not o for a, o in zip(accumulators, originals)):
         raise Incorrect("reset should change the accumulators in place (`assign`), not replace "
                         "the list's entries: the loop keeps its own references to them")
     if any(still):
@@ -40,6 +45,8 @@ def _check_reset(reset) -> str:
 #: one case and the message says which.
 _GROWTH_CASES = [
     ([1.0, 2.0, 3.0], 2.0, True, "every update larger than the one before, the last 3x the first"),
+    ([0.01, 0.02, 0.05], 2.0, True, "update sizes come at any scale: 0.05 is 5x 0.01; "
+     "`factor` is a ratio, not a difference (the last >= factor x the first)"),
     ([1.0, 3.0], 2.0, True, "two updates are enough: one pair, rising, the last 3x the first"),
     ([1.0, 1.5, 1.9], 2.0, False, "rising every time, but the last is under 2x the first"),
     ([1.0, 1.5, 1.9], 1.5, True, "`factor` sets how much larger the last must be: 1.9 >= 1.5 x 1"),

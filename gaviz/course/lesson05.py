@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from gaviz.course.exercise import Exercise, Incorrect, attempted
+from gaviz.course.exercise import Exercise, Incorrect, attempted, defined_at
 from gaviz.course.repairs import exact_with, require_attempted
 
 #: Two micro-batches of different sizes, neither 4 (lesson 05's k) nor 32 (its micro-batch), so
@@ -19,11 +19,20 @@ def _case(rows):
 
 def _returned(micro_loss, rows):
     """(value, count) ``micro_loss`` returns for the case of ``rows`` samples, as floats; None
-    when it returns something else (diagnose then says what goes wrong)."""
+    when it raises (the loop then says what goes wrong, at the learner's line)."""
     try:
-        value, count = micro_loss(keras.losses.MeanSquaredError(), *_case(rows))
+        returned = micro_loss(keras.losses.MeanSquaredError(), *_case(rows))
     except (TypeError, ValueError):
         return None
+    if not isinstance(returned, (tuple, list)) or len(returned) != 2:
+        what = (f"{len(returned)} values" if isinstance(returned, (tuple, list)) else
+                f"one value, a {'tensor' if tf.is_tensor(returned) else type(returned).__name__}"
+                f"{f' of shape {tuple(np.shape(returned))}' if np.ndim(returned) else ''}")
+        raise Incorrect(f"for {rows} samples micro_loss returned {what}"
+                        f"{defined_at(micro_loss)}: return two, the micro-batch's summed loss "
+                        "and its number of samples, as a pair: the loop differentiates the "
+                        "first and adds the second to the window's count")
+    value, count = returned
     if np.size(count) != 1:
         raise Incorrect(f"for {rows} samples the count is {np.asarray(count).tolist()}, not one "
                         "number: the count is how many samples the micro-batch holds "
@@ -50,6 +59,11 @@ def _name_the_fault(rows, summed, value, count, counts) -> None:
     of ``rows`` samples (losses 1, 4, ..., rows**2, summed ``summed``)."""
     losses = ", ".join(str(i * i) for i in range(1, rows + 1))
     what = f"for {rows} samples with losses {losses}"
+    if np.isclose(value, rows) and np.isclose(count, summed):
+        raise Incorrect(
+            f"{what} it returns ({value:g}, {count:g}): the count first, the summed loss second, "
+            "the other way round. The loop differentiates the first value and adds the second "
+            "to the window's count: the summed loss first")
     mean = np.isclose(value, summed / rows)
     if mean and np.isclose(count, rows):
         raise Incorrect(
@@ -95,7 +109,15 @@ def _check_window_loss(window_loss) -> str:
     if not np.isclose(tokens, 15.0 / 5):
         raise Incorrect("with masks, padding (weight 0) must not count: (1 + 2 + 4 + 2 + 6) / 5 "
                         f"real tokens = 3.0, got {tokens}")
-    return "the total loss over the total weight, ragged and masked"
+    weighted = window_loss([np.array([1.0, 3.0]), np.array([0.5] * 6)],
+                           [np.array([0.5, 2.0]), np.ones(6)])
+    if not np.isclose(weighted, 9.5 / 8.5):
+        nonzero = ("; that is over how many weights are not 0 (8): divide by the weights' "
+                   "sum, not how many are not 0" if np.isclose(weighted, 9.5 / 8) else "")
+        raise Incorrect("sample weights 0.5 and 2 weigh their losses 1 and 3, and the sum of the "
+                        "weights divides: (0.5 x 1 + 2 x 3 + 6 x 0.5) / (0.5 + 2 + 6) = "
+                        f"{9.5 / 8.5:.4f}, got {weighted}{nonzero}")
+    return "the total loss over the total weight, ragged, masked and weighted"
 
 
 micro_loss = Exercise(

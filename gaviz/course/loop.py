@@ -115,6 +115,8 @@ def accumulation_epoch(model, optimizer, loss, micro_batches, accumulation_steps
         if after_update is not None:
             after_update()
 
+    update.__qualname__ = "update"  # what a learner's error calls it, not ...<locals>.update
+
     for batch in micro_batches:
         x, y, *sample_weight = batch
         with tf.GradientTape() as tape:

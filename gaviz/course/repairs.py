@@ -2,7 +2,7 @@
 in it, exact? ``gaviz.diagnose`` answers, and names the defect when it is not."""
 
 import gaviz
-from gaviz.course.exercise import Incorrect, NotAttempted
+from gaviz.course.exercise import Incorrect, NotAttempted, raised
 from gaviz.course.loop import accumulation_epoch
 
 _DOES_NOTHING = (lambda *arguments: None).__code__.co_code
@@ -25,11 +25,13 @@ def exact_with(**pieces) -> None:
     def with_your_piece(*arguments):  # lesson 03's loop with your piece in it
         return accumulation_epoch(*arguments, **pieces)
 
+    # What diagnose's summary calls it, in the course's words (not with_your_piece's own name).
+    with_your_piece.__qualname__ = f"lesson 03's loop with your {' and '.join(pieces)}"
     try:
         diagnosis = gaviz.diagnose(with_your_piece)
     except gaviz.SubjectError as error:
         cause = error.__cause__ or error
-        raise Incorrect(f"lesson 03's loop with your piece raised {type(cause).__name__}: "
-                        f"{cause}") from error
+        said = raised(cause, *pieces.values()).removeprefix("your code raised ")
+        raise Incorrect(f"{with_your_piece.__qualname__} raised {said}") from error
     if not diagnosis.exact:
         raise Incorrect("gaviz.diagnose finds: " + diagnosis.summary())

@@ -63,3 +63,18 @@ def test_rising_without_the_factor_is_a_fault():
 
     outcome = lesson04.update_norms_grow.evaluate(update_norms_grow)
     assert outcome.status == "fail" and "under 2x the first" in outcome.message
+
+
+def test_emptying_the_list_is_named():
+    outcome = lesson04.reset.evaluate(lambda accumulators: accumulators.clear())
+    assert outcome.status == "fail" and "emptied the list" in outcome.message, outcome
+
+
+def test_growth_is_a_ratio_at_any_scale():
+    def by_difference(norms, factor=2.0):
+        if len(norms) < 2:
+            raise ValueError(norms)
+        return all(b > a for a, b in zip(norms, norms[1:])) and norms[-1] - norms[0] >= factor
+
+    outcome = lesson04.update_norms_grow.evaluate(by_difference)
+    assert outcome.status == "fail" and "a ratio, not a difference" in outcome.message, outcome

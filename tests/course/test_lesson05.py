@@ -53,6 +53,26 @@ def test_the_sum_counted_once_names_the_count():
     assert outcome.status == "fail" and "the same count, 1, for micro-batches of 3 and 5" in outcome.message
 
 
+def test_returning_one_value_is_named_at_the_learners_line():
+    """Issue #60: "Cannot iterate over a scalar tensor", with no line and no word of two values."""
+    def micro_loss(loss, y, y_pred):
+        return tf.reduce_sum(loss.call(y, y_pred))
+
+    outcome = lesson05.micro_loss.evaluate(micro_loss)
+    assert outcome.status == "fail", outcome
+    assert "returned one value" in outcome.message and "return two" in outcome.message
+    assert "def micro_loss(loss, y, y_pred):" in outcome.message
+    assert "Cannot iterate" not in outcome.message
+
+
+def test_the_pair_the_other_way_round_is_named():
+    def micro_loss(loss, y, y_pred):
+        return float(len(y)), tf.reduce_sum(loss.call(y, y_pred))
+
+    outcome = lesson05.micro_loss.evaluate(micro_loss)
+    assert outcome.status == "fail" and "the other way round" in outcome.message, outcome
+
+
 def test_a_count_as_an_integer_tensor_passes():
     def micro_loss(loss, y, y_pred):
         return tf.reduce_sum(loss.call(y, y_pred)), tf.shape(y)[0]
@@ -90,4 +110,15 @@ def test_a_piece_that_breaks_the_gradient_names_its_error():
         return np.sum(loss.call(y, y_pred)), float(len(y))  # NumPy: no gradient
 
     outcome = lesson05.micro_loss.evaluate(micro_loss)
-    assert outcome.status == "fail" and outcome.message.startswith("lesson 03's loop with your piece raised")
+    assert outcome.status == "fail", outcome
+    assert outcome.message.startswith("lesson 03's loop with your micro_loss raised")
+    assert "(line " in outcome.message  # the learner's, or their function's
+
+
+def test_weights_other_than_0_and_1_weigh():
+    def window_loss(losses, weights):
+        return float(sum(np.sum(loss * w) for loss, w in zip(losses, weights)) /
+                     sum(np.count_nonzero(w) for w in weights))
+
+    outcome = lesson05.window_loss.evaluate(window_loss)
+    assert outcome.status == "fail" and "weights 0.5 and 2" in outcome.message, outcome

@@ -66,3 +66,17 @@ def test_counting_samples_instead_of_micro_batches_says_why():
     assert outcome.status == "fail", outcome
     assert "should be [256, 256, 256, 232], got [256, 256, 256]" in outcome.message
     assert "1000 samples make 32 micro-batches" in outcome.message
+
+
+def test_diagnoses_subject_is_named_in_the_courses_words():
+    """Issue #60: the message named exact_with.<locals>.with_your_piece."""
+    def end_of_epoch(window, update):
+        if window.micro_steps:
+            for accumulator in window.accumulators:
+                accumulator.assign(accumulator * 0)
+            update()
+
+    outcome = lesson06.end_of_epoch.evaluate(end_of_epoch)
+    assert outcome.status == "fail", outcome
+    assert "<locals>" not in outcome.message
+    assert "lesson 03's loop with your end_of_epoch against the exact trainer" in outcome.message
