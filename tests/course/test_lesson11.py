@@ -192,7 +192,7 @@ def _freeze_solution():
 def test_the_freeze_solution_passes():
     outcome = lesson11.freeze.evaluate(_freeze_solution())
     assert outcome.status == "pass", outcome.message
-    assert "all 2 BatchNormalization layers frozen" in outcome.message
+    assert "all 3 BatchNormalization layers frozen" in outcome.message
 
 
 def test_the_freeze_stub_is_not_attempted():
@@ -210,8 +210,38 @@ def test_freezing_the_top_level_only_misses_the_nested_block():
 
     outcome = lesson11.freeze.evaluate(freeze_batch_normalization)
     assert outcome.status == "fail", outcome
-    assert "pretrained_block/block_normalization still trains" in outcome.message
+    assert "pretrained_block/block_normalization" in outcome.message
     assert "look inside every layer that has `.layers`" in outcome.message
+
+
+def test_following_nested_models_one_level_deep_misses_the_deeper_one():
+    """Issue #60: it passed, the check's model nesting once."""
+    def freeze_batch_normalization(model):
+        for layer in model.layers:
+            if isinstance(layer, keras.layers.BatchNormalization):
+                layer.trainable = False
+            elif hasattr(layer, "layers"):
+                for inner in layer.layers:
+                    if isinstance(inner, keras.layers.BatchNormalization):
+                        inner.trainable = False
+
+    outcome = lesson11.freeze.evaluate(freeze_batch_normalization)
+    assert outcome.status == "fail", outcome
+    assert "fine_tuned/pretrained_block/stem/stem_normalization still trains" in outcome.message
+    assert "at every depth" in outcome.message
+
+
+def test_a_layer_frozen_before_stays_frozen():
+    def freeze_batch_normalization(model):
+        for layer in model.layers:
+            if hasattr(layer, "layers"):
+                freeze_batch_normalization(layer)
+            else:
+                layer.trainable = not isinstance(layer, keras.layers.BatchNormalization)
+
+    outcome = lesson11.freeze.evaluate(freeze_batch_normalization)
+    assert outcome.status == "fail", outcome
+    assert "stem_dense was frozen before" in outcome.message
 
 
 def test_freezing_the_whole_model_is_a_fault():

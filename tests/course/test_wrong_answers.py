@@ -1082,7 +1082,7 @@ FR = lesson11.freeze
 
 
 def freezer(nested=True, whole=False, dense_too=False, momentum=False, by_name=False,
-            top=True):
+            top=True, deepest=None, others_trainable=False):
     def freeze_batch_normalization(model, depth=0):
         if whole:
             model.trainable = False
@@ -1090,15 +1090,19 @@ def freezer(nested=True, whole=False, dense_too=False, momentum=False, by_name=F
         for layer in model.layers:
             is_norm = ("normalization" in layer.name if by_name else
                        isinstance(layer, keras.layers.BatchNormalization))
-            if is_norm:
+            if others_trainable and not hasattr(layer, "layers"):
+                layer.trainable = not is_norm
+            elif is_norm:
                 if momentum:
                     layer.momentum = 0.0
                 elif top or depth:
                     layer.trainable = False
-            elif nested and hasattr(layer, "layers"):
+            elif nested and hasattr(layer, "layers") and (deepest is None or depth < deepest):
                 freeze_batch_normalization(layer, depth + 1)
             elif dense_too and depth == 0 and isinstance(layer, keras.layers.Dense):
                 layer.trainable = False
+            if others_trainable and hasattr(layer, "layers"):
+                freeze_batch_normalization(layer, depth + 1)
     return freeze_batch_normalization
 
 
@@ -1109,7 +1113,12 @@ for _label, _change, _words in [
         ("dense_too", dict(dense_too=True), ("fine_tuned/head_dense, fine_tuned/output are frozen too",)),
         ("momentum_not_trainable", dict(momentum=True), ("every BatchNormalization layer still "
                                                          "trains",)),
-        ("nested_only", dict(top=False), ("fine_tuned/head_normalization still trains",))]:
+        ("nested_only", dict(top=False), ("fine_tuned/head_normalization still trains",)),
+        # Issue #60: passed, the check's model nesting once.
+        ("one_level_deep", dict(deepest=1), ("fine_tuned/pretrained_block/stem/stem_normalization "
+                                              "still trains", "at every depth")),
+        ("every_other_layer_trainable", dict(others_trainable=True), (
+            "fine_tuned/pretrained_block/stem/stem_dense was frozen before", "as it was"))]:
     WRONG.setdefault(FR.name, []).append(Wrong(_label, (freezer(**_change),), _words))
 
 
