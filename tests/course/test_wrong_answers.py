@@ -1108,7 +1108,7 @@ def freezer(nested=True, whole=False, dense_too=False, momentum=False, by_name=F
 
 for _label, _change, _words in [
         ("top_level_only", dict(nested=False), ("pretrained_block/block_normalization still "
-                                                "trains", "`.layers`")),
+                                                "train", "`.layers`")),
         ("the_whole_model", dict(whole=True), ("the whole model is frozen",)),
         ("dense_too", dict(dense_too=True), ("fine_tuned/head_dense, fine_tuned/output are frozen too",)),
         ("momentum_not_trainable", dict(momentum=True), ("every BatchNormalization layer still "
