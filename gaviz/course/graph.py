@@ -50,6 +50,8 @@ def windowed_epoch(make_window):
         run_windows(window, micro_batches, accumulation_steps)
 
     train_epoch.__name__ = getattr(make_window, "__name__", "make_window")
+    # What diagnose's summary calls it: the learner's own function, not windowed_epoch's inner.
+    train_epoch.__qualname__ = f"the windows of your {train_epoch.__name__}"
     return train_epoch
 
 

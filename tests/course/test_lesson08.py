@@ -19,7 +19,11 @@ accumulator_solution = importlib.import_module("solutions.08_accumulator_epoch")
 EXERCISE = lesson08.window
 
 
-def window_maker(graph=True, loop=True, read="optional", flush="any", reset=True):
+LESSON_K = 4  # the notebook's K
+
+
+def window_maker(graph=True, loop=True, read="optional", flush="any", reset=True,
+                 steps="argument", means=False):
     """make_window as a learner might write it: the solution, or it with one change."""
 
     def make_window(model, optimizer, loss, element_spec):
@@ -31,9 +35,11 @@ def window_maker(graph=True, loop=True, read="optional", flush="any", reset=True
         def micro_step(x, y):
             with tf.GradientTape() as tape:
                 summed = tf.reduce_sum(loss.call(y, model(x, training=True)))
+                if means:  # PITFALL (when chosen): each micro-batch's mean, counted as one
+                    summed = loss(y, model(x, training=True))
             for accumulator, gradient in zip(accumulators, tape.gradient(summed, variables)):
                 accumulator.assign_add(gradient)
-            sample_count.assign_add(tf.cast(tf.shape(x)[0], tf.float32))
+            sample_count.assign_add(1.0 if means else tf.cast(tf.shape(x)[0], tf.float32))
 
         def update():
             penalty = penalty_gradients(model)
@@ -46,6 +52,8 @@ def window_maker(graph=True, loop=True, read="optional", flush="any", reset=True
 
         def window(iterator, accumulation_steps):
             consumed = tf.constant(0)
+            if steps == "lesson":
+                accumulation_steps = LESSON_K  # PITFALL (when chosen): the notebook's k
             for _ in tf.range(accumulation_steps if loop else 1):
                 if read == "next":
                     micro_step(*next(iterator))  # PITFALL (when chosen): raises at the end
@@ -55,7 +63,8 @@ def window_maker(graph=True, loop=True, read="optional", flush="any", reset=True
                     tf.cond(batch.has_value(), lambda: micro_step(*batch.get_value()),
                             lambda: None)
                     consumed += tf.cast(batch.has_value(), tf.int32)
-            due = consumed > 0 if flush == "any" else consumed == accumulation_steps
+            due = {"any": consumed > 0, "full": consumed == accumulation_steps,
+                   "always": tf.constant(True)}[flush]
             tf.cond(due, update, lambda: None)
             return consumed
 
@@ -119,6 +128,41 @@ def test_a_missing_reset_is_named_by_diagnose():
     outcome = EXERCISE.evaluate(window_maker(reset=False))
     assert outcome.status == "fail"
     assert "missing_reset: zero the accumulators after every update (lesson 04)" in outcome.message
+
+
+def test_a_window_reading_the_lessons_k_is_tried_at_another():
+    """Issue #60: it passed, the check and its diagnose using only the notebook's k = 4."""
+    outcome = EXERCISE.evaluate(window_maker(steps="lesson"))
+    assert outcome.status == "fail", outcome
+    assert "accumulation_steps=3" in outcome.message and "the notebook's K" in outcome.message
+
+
+def test_an_update_from_nothing_read_is_named():
+    """Issue #60: 0 / 0 turned the weights NaN, a NaN difference passed the first comparison,
+    and diagnose's "no pitfall has this signature" refused it without naming it."""
+    outcome = EXERCISE.evaluate(window_maker(flush="always"))
+    assert outcome.status == "fail", outcome
+    assert "read nothing" in outcome.message and "0 / 0" in outcome.message
+    assert "no pitfall" not in outcome.message
+
+
+def test_diagnoses_subject_is_the_learners_make_window():
+    """Issue #60: diagnose's summary, which the check shows when its own data finds nothing,
+    named windowed_epoch.<locals>.train_epoch."""
+    from gaviz.course.graph import expected_retracing, windowed_epoch
+
+    with expected_retracing():
+        summary = gaviz.diagnose(windowed_epoch(window_maker(means=True))).summary()
+    assert "<locals>" not in summary
+    assert summary.startswith("the windows of your make_window against the exact trainer")
+
+
+def test_micro_batch_means_counted_once_show_at_the_second_k():
+    """At k = 3 the check's last window is ragged (8, 8 and 3 rows): the mean of means shows in
+    its weights, before diagnose."""
+    outcome = EXERCISE.evaluate(window_maker(means=True))
+    assert outcome.status == "fail", outcome
+    assert "at accumulation_steps=3" in outcome.message and "mean_of_means" in outcome.message
 
 
 def test_hints_do_not_give_the_answer_away():
@@ -209,10 +253,13 @@ def test_the_accumulator_gives_the_graph_loops_weights_on_the_lessons_micro_batc
 # ------------------------------------------------------------- the loop on gaviz.Accumulator
 
 
-def accumulator_loop(count="rows", summed=False, flush=True, apply_each=False):
+def accumulator_loop(count="rows", summed=False, flush=True, apply_each=False, penalty=None,
+                     flush_each=False, steps="argument"):
     """accumulator_epoch as a learner might write it: the solution, or it with one change."""
 
     def accumulator_epoch(model, optimizer, loss, micro_batches, accumulation_steps):
+        if steps == "lesson":
+            accumulation_steps = LESSON_K  # PITFALL (when chosen): the notebook's k
         accumulator = gaviz.Accumulator(optimizer, model.trainable_variables, accumulation_steps)
 
         @tf.function
@@ -220,6 +267,8 @@ def accumulator_loop(count="rows", summed=False, flush=True, apply_each=False):
             with tf.GradientTape() as tape:
                 y_pred = model(x, training=True)
                 value = tf.reduce_sum(loss.call(y, y_pred)) if summed else loss(y, y_pred)
+                if penalty is not None and model.losses:
+                    value += tf.add_n(model.losses) * penalty
             gradients = tape.gradient(value, model.trainable_variables)
             if apply_each:
                 optimizer.apply_gradients(zip(gradients, model.trainable_variables))
@@ -228,6 +277,8 @@ def accumulator_loop(count="rows", summed=False, flush=True, apply_each=False):
 
         for x, y in micro_batches:
             micro_step(x, y)
+            if flush_each:
+                accumulator.flush()  # PITFALL (when chosen): every micro-batch alone
         if flush:
             accumulator.flush()
 
@@ -275,3 +326,27 @@ def test_no_flush_drops_the_partial_window():
 def test_applying_every_micro_batch_is_named():
     outcome = lesson08.accumulator.evaluate(accumulator_loop(apply_each=True))
     assert outcome.status == "fail" and "9 updates, one per micro-batch" in outcome.message
+
+
+def test_a_penalty_divided_by_k_is_named_without_a_rounding_gap():
+    """Issue #60: it opened with "weights differ by 6.0e-08" (rounding) and called the penalty's
+    finding "unexplained"."""
+    outcome = lesson08.accumulator.evaluate(accumulator_loop(penalty=0.25))
+    assert outcome.status == "fail", outcome
+    assert "0.25 times per update" in outcome.message and "do not divide it by k" in \
+        outcome.message
+    assert "differ" not in outcome.message and "unexplained" not in outcome.message
+
+
+def test_a_flush_after_every_micro_batch_is_named():
+    """Issue #60: it was told to use step, not apply_gradients, which it did."""
+    outcome = lesson08.accumulator.evaluate(accumulator_loop(penalty=1.0, flush_each=True))
+    assert outcome.status == "fail", outcome
+    assert "flush() was called 10 times" in outcome.message
+    assert "apply_gradients" not in outcome.message
+
+
+def test_an_accumulator_made_with_the_lessons_k_is_tried_at_another():
+    outcome = lesson08.accumulator.evaluate(accumulator_loop(penalty=1.0, steps="lesson"))
+    assert outcome.status == "fail", outcome
+    assert "accumulation_steps=3" in outcome.message and "the notebook's K" in outcome.message

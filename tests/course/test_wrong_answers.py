@@ -782,8 +782,14 @@ def rate_by_powers(base_lr, base_batch, effective_batch, rule="linear"):
 WIN = lesson08.window
 
 
+#: The lesson's own k (08_your_own_graph_trainer.ipynb's K): an answer that reads it instead of
+#: its accumulation_steps argument passed a check that tried only k = 4 (issue #60).
+LESSON_K = 4
+
+
 def window_maker(graph=True, loop=True, read="optional", flush="any", reset=True, branches=True,
-                 variables_per_call=False, returns="read", penalty=True):
+                 variables_per_call=False, returns="read", penalty=True, steps="argument",
+                 count_reset=True, means=False):
     """make_window as a learner might write it: right, or with one change."""
     def make_window(model, optimizer, loss, element_spec):
         variables = model.trainable_variables
@@ -803,9 +809,11 @@ def window_maker(graph=True, loop=True, read="optional", flush="any", reset=True
             sums, count = state()
             with tf.GradientTape() as tape:
                 summed = tf.reduce_sum(loss.call(y, model(x, training=True)))
+                if means:
+                    summed = loss(y, model(x, training=True))
             for accumulator, gradient in zip(sums, tape.gradient(summed, variables)):
                 accumulator.assign_add(gradient)
-            count.assign_add(tf.cast(tf.shape(x)[0], tf.float32))
+            count.assign_add(1.0 if means else tf.cast(tf.shape(x)[0], tf.float32))
             return count if not branches else None
 
         def update():
@@ -821,10 +829,13 @@ def window_maker(graph=True, loop=True, read="optional", flush="any", reset=True
             if reset:
                 for accumulator in sums:
                     accumulator.assign(tf.zeros_like(accumulator))
-            count.assign(0.0)
+            if count_reset:
+                count.assign(0.0)
 
         def window(iterator, accumulation_steps):
             consumed = tf.constant(0)
+            if steps == "lesson":
+                accumulation_steps = LESSON_K
             for _ in tf.range(accumulation_steps if loop else 1):
                 if read == "next":
                     micro_step(*next(iterator))
@@ -835,7 +846,7 @@ def window_maker(graph=True, loop=True, read="optional", flush="any", reset=True
                             lambda: None)
                     consumed += tf.cast(batch.has_value(), tf.int32)
             due = {"any": consumed > 0, "full": consumed == accumulation_steps,
-                   "more_than_one": consumed > 1}[flush]
+                   "more_than_one": consumed > 1, "always": tf.constant(True)}[flush]
             tf.cond(due, update, lambda: None)
             return {"read": consumed, "k": accumulation_steps, "none": None}[returns]
 
@@ -856,7 +867,16 @@ for _label, _change, _words, _heavy in [
         ("a_tail_of_one_dropped", dict(flush="more_than_one"), ("read 1 micro-batch and was not "
                                                                 "applied",), True),
         ("never_reset", dict(reset=False), ("missing_reset",), True),
-        ("penalty_forgotten", dict(penalty=False), ("ignores", "model.losses"), True)]:
+        ("penalty_forgotten", dict(penalty=False), ("ignores", "model.losses"), True),
+        # Issue #60: passed, the check and its diagnose using only k = 4.
+        ("the_lessons_k", dict(steps="lesson"), ("accumulation_steps=3", "the notebook's K"),
+         False),
+        # Issue #60: refused by diagnose's "no pitfall has this signature", weights NaN.
+        ("an_update_from_nothing_read", dict(flush="always"), ("read nothing", "0 / 0"), False),
+        ("count_never_reset", dict(count_reset=False), ("sample count is never reset",
+                                                         "zero the count with them"), True),
+        ("micro_batch_means_counted_once", dict(means=True), (
+            "at accumulation_steps=3", "mean_of_means"), True)]:
     WRONG.setdefault(WIN.name, []).append(Wrong(_label, (window_maker(**_change),), _words,
                                                 _heavy))
 RIGHT[WIN.name] = Wrong("window_with_its_own_penalty", (window_maker(),), (), True)
@@ -865,9 +885,13 @@ ACC = lesson08.accumulator
 
 
 def accumulator_maker(count="rows", summed=False, flush=True, penalty=True, method="step",
-                      apply_each=False, per_micro_batch=False):
+                      apply_each=False, per_micro_batch=False, penalty_over_k=False,
+                      flush_each=False, steps="argument"):
     """accumulator_epoch as a learner might write it: right, or with one change."""
     def accumulator_epoch(model, optimizer, loss, micro_batches, accumulation_steps):
+        if steps == "lesson":
+            accumulation_steps = LESSON_K
+
         def make():
             return gaviz.Accumulator(optimizer, model.trainable_variables, accumulation_steps)
 
@@ -879,7 +903,7 @@ def accumulator_maker(count="rows", summed=False, flush=True, penalty=True, meth
                 value = (tf.reduce_sum(loss.call(y, model(x, training=True))) if summed
                          else loss(y, model(x, training=True)))
                 if penalty and model.losses:
-                    value += tf.add_n(model.losses)
+                    value += tf.add_n(model.losses) / (accumulation_steps if penalty_over_k else 1)
             gradients = tape.gradient(value, model.trainable_variables)
             if apply_each:
                 optimizer.apply_gradients(zip(gradients, model.trainable_variables))
@@ -887,6 +911,8 @@ def accumulator_maker(count="rows", summed=False, flush=True, penalty=True, meth
             rows = tf.shape(x)[0]
             counted = {"rows": rows, "one": 1.0, "k": float(accumulation_steps), "size": 8.0}[count]
             getattr(accumulator, method)(gradients, count=counted)
+            if flush_each:
+                accumulator.flush()
         if flush:
             accumulator.flush()
     return accumulator_epoch
@@ -902,7 +928,15 @@ for _label, _change, _words, _heavy in [
         ("count_of_one", dict(count="one"), ("mean_of_means",), True),
         ("count_is_k", dict(count="k"), ("mean_of_means",), True),
         ("count_is_the_micro_batch_size", dict(count="size"), ("mean_of_means",), True),
-        ("penalty_forgotten", dict(penalty=False), ("ignores", "model.losses"), True)]:
+        ("penalty_forgotten", dict(penalty=False), ("ignores", "model.losses"), True),
+        # Issue #60: "weights differ by 6.0e-08" (rounding), the penalty's finding "unexplained".
+        ("penalty_divided_by_k", dict(penalty_over_k=True), ("0.25 times per update",
+                                                              "do not divide it by k"), True),
+        # Issue #60: told to use step, not apply_gradients, which it does.
+        ("flush_every_micro_batch", dict(flush_each=True), ("flush() was called 10 times",
+                                                             "once, after the loop"), True),
+        ("the_lessons_k_made_its_accumulator", dict(steps="lesson"), (
+            "accumulation_steps=3", "the notebook's K"), True)]:
     WRONG.setdefault(ACC.name, []).append(Wrong(_label, (accumulator_maker(**_change),), _words,
                                                 _heavy))
 
