@@ -31,11 +31,21 @@ from gaviz.course.loop import flat_weights, max_difference
 from gaviz.course.repairs import require_attempted
 
 K = 3
+#: A second k: an answer must read its accumulation_steps argument (the capstone's own K is 4).
+OTHER_K = 2
 MICRO_BATCH_SIZE = 4
 LINES = 10 * MICRO_BATCH_SIZE  # windows of 3, 3, 3 micro-batches, then a partial one of 1
 UPDATES = 4
-LEARNING_RATE = 0.01  # plain SGD: a wrong divisor shows in the weights, not scaled away
-TOLERANCE = 1e-5  # float32 rounding over four updates
+#: Plain SGD, steps large enough that a wrong divisor shows in the weights, not scaled away
+#: (over four updates the weights move up to 0.034), small enough that the summed loss's
+#: updates, tokens times too large, stay finite.
+LEARNING_RATE = 0.1
+#: Right answers (the solution, an eager loop, count_nonzero) land 2.2e-8 from the big batch at
+#: k = 3 and at k = 2 (measured); the nearest wrong one, a count a token short per micro-batch,
+#: lands 7.6e-6 away (4.7e-5 at k = 2), a token short per line 1.1e-4. 1e-6 is between, nearer
+#: the wrong side: right answers on other kernels round differently. (At the learning rate of
+#: 0.01 it had, a token short per micro-batch landed 3.1e-7 away, right answers 3.0e-8.)
+TOLERANCE = 1e-6
 
 
 class Fault(NamedTuple):
@@ -44,7 +54,8 @@ class Fault(NamedTuple):
     Each micro-batch's ``loss`` (``"token mean"``: its real-token losses over its real
     tokens, Keras's with the mask; ``"position mean"``: every position's loss over its
     positions, padding included; ``"token sum"``: its real-token losses summed) is weighed
-    by its ``count`` (``"tokens"``, ``"positions"``, ``"lines"`` or ``"one"``) and the window
+    by its ``count`` (``"tokens"``, ``"positions"``, ``"lines"``, ``"one"`` or ``"pairs"``,
+    the tokens less one per line) and the window
     divides by the counts' total, as ``gaviz.Accumulator`` does.
     """
 
@@ -78,6 +89,10 @@ _FAULTS = [  # the likeliest first: lesson 08's loop, unchanged
           "step takes the gradient of the micro-batch's *mean* loss and weighs it by count; "
           "given the summed loss, each token counts as many times as its micro-batch has "
           "tokens. Differentiate `loss(y, model(x, training=True))`, the mean"),
+    Fault("pairs counted", "token mean", "pairs",
+          "count is a token short per line (a line of n tokens makes n - 1 next-token pairs?), "
+          "but x and y already are the pairs, y one token ahead: every real token of x has its "
+          "target, and the loss divided by all of them. " + _COUNT),
 ]
 #: Each known wrong window, by name, in the order the checker tries them.
 FAULTS = {fault.name: fault for fault in _FAULTS}
@@ -94,8 +109,9 @@ def _rule_value(loss, model, window_batches, fault: Fault):
         value = {"token mean": tf.reduce_sum(per_token * real) / tokens,
                  "position mean": tf.reduce_mean(per_token),
                  "token sum": tf.reduce_sum(per_token * real)}[fault.loss]
+        lines = tf.cast(tf.shape(inputs)[0], tf.float32)
         count = {"tokens": tokens, "positions": positions, "one": tf.constant(1.0),
-                 "lines": tf.cast(tf.shape(inputs)[0], tf.float32)}[fault.count]
+                 "lines": lines, "pairs": tokens - lines}[fault.count]
         weighed.append(count * value)
         counts.append(count)
     return tf.add_n(weighed) / tf.add_n(counts)
@@ -131,31 +147,56 @@ def _fresh():
     return language_model.make_model(seed=1), keras.optimizers.SGD(LEARNING_RATE)
 
 
-def _check_updates(updates) -> None:
-    if updates == UPDATES - 1:
-        raise Incorrect("3 updates for 10 micro-batches with accumulation_steps=3: the partial "
-                        "window (the last micro-batch) was never applied. Call "
-                        "accumulator.flush() after the loop")
-    if updates != UPDATES:
-        raise Incorrect(f"{updates} updates for 10 micro-batches with accumulation_steps=3: "
-                        "expected 4, three full windows and the partial one. Give each "
-                        "micro-batch to the Accumulator's step, then flush()")
+def _check_updates(updates, k) -> None:
+    micro_batches = LINES // MICRO_BATCH_SIZE
+    full, rest = divmod(micro_batches, k)
+    said = f"{updates} updates for {micro_batches} micro-batches with accumulation_steps={k}"
+    if rest and updates == full:
+        raise Incorrect(f"{said}: the partial window (the last micro-batch) was never applied. "
+                        "Call accumulator.flush() after the loop")
+    if updates != full + bool(rest):
+        raise Incorrect(f"{said}: expected {full + bool(rest)}, {full} full windows"
+                        f"{' and the partial one' if rest else ''}. Give each micro-batch to "
+                        "the Accumulator's step, then flush()")
+
+
+def _trained(token_epoch, micro_batches, loss, k):
+    """A fresh model trained one epoch by ``token_epoch`` at ``k``; (model, updates)."""
+    model, optimizer = _fresh()
+    with expected_retracing():  # a tf.function made per epoch traces per call
+        token_epoch(model, optimizer, loss, micro_batches, k)
+    return model, int(optimizer.iterations)
+
+
+def _from_the_big_batch(model, lines, loss, k) -> float:
+    reference, reference_optimizer = _fresh()
+    language_model.big_batch_reference(reference, reference_optimizer, loss, lines,
+                                       k * MICRO_BATCH_SIZE)
+    return max_difference(model, reference)
 
 
 def _check_token_epoch(token_epoch) -> str:
     require_attempted(token_epoch, "token_epoch does nothing yet")
     lines, micro_batches, loss = _problem()
-    model, optimizer = _fresh()
-    with expected_retracing():  # a tf.function made per epoch traces per call
-        token_epoch(model, optimizer, loss, micro_batches, K)
-    _check_updates(int(optimizer.iterations))
-    reference, reference_optimizer = _fresh()
-    language_model.big_batch_reference(reference, reference_optimizer, loss, lines,
-                                       K * MICRO_BATCH_SIZE)
-    difference = max_difference(model, reference)
+    model, updates = _trained(token_epoch, micro_batches, loss, K)
+    other, other_updates = _trained(token_epoch, micro_batches, loss, OTHER_K)
+    if updates == other_updates:
+        raise Incorrect(f"{updates} updates for 10 micro-batches both with accumulation_steps="
+                        f"{K} and {OTHER_K}: your loop ignores its accumulation_steps argument "
+                        "(the notebook's K?). Make the Accumulator with the accumulation_steps "
+                        "your function is given")
+    _check_updates(updates, K)
+    _check_updates(other_updates, OTHER_K)
+    difference = _from_the_big_batch(model, lines, loss, K)
+    other_difference = _from_the_big_batch(other, lines, loss, OTHER_K)
+    if difference <= TOLERANCE and other_difference <= TOLERANCE:
+        return (f"{UPDATES} updates (the last window partial) on {LINES} padded lines, and 5 "
+                f"at k = {OTHER_K}: the weights of the big batch divided by its real tokens, to "
+                f"{max(difference, other_difference):.0e}")
     if difference <= TOLERANCE:
-        return (f"{UPDATES} updates (the last window partial) on {LINES} padded lines: the "
-                f"weights of the big batch divided by its real tokens, to {difference:.0e}")
+        raise Incorrect(f"with accumulation_steps={K} the weights are the big batch's, but with "
+                        f"{OTHER_K} they end {other_difference:.1e} from it: each window divides "
+                        "by its own real tokens, whatever k is")
     fault, distance = _nearest_fault(model)
     if distance < 0.1 * difference:
         raise Incorrect(f"{fault.message}. On the check's {LINES} lines, one epoch of plain "

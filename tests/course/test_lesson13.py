@@ -32,10 +32,15 @@ def _said_once():
         yield
 
 
-def loop_maker(loss_kind="keras", count="tokens", flush=True):
+LESSON_K = 4  # the capstone notebook's K
+
+
+def loop_maker(loss_kind="keras", count="tokens", flush=True, steps="argument"):
     """token_epoch as a learner might write it: the solution, or it with one change."""
 
     def token_epoch(model, optimizer, loss, micro_batches, accumulation_steps):
+        if steps == "lesson":
+            accumulation_steps = LESSON_K  # PITFALL (when chosen): the notebook's k
         accumulator = gaviz.Accumulator(optimizer, model.trainable_variables, accumulation_steps)
 
         @tf.function(input_signature=micro_batches.element_spec)  # widths vary: one trace
@@ -46,8 +51,9 @@ def loop_maker(loss_kind="keras", count="tokens", flush=True):
                 value = {"keras": lambda: loss(y, logits),
                          "positions": lambda: tf.reduce_mean(loss.call(y, logits)),
                          "sum": lambda: tf.reduce_sum(loss.call(y, logits) * real)}[loss_kind]()
+            lines = tf.cast(tf.shape(x)[0], tf.float32)
             counted = {"tokens": tf.reduce_sum(real), "positions": tf.cast(tf.size(x), tf.float32),
-                       "lines": tf.cast(tf.shape(x)[0], tf.float32)}[count]
+                       "lines": lines, "pairs": tf.reduce_sum(real) - lines}[count]
             accumulator.step(tape.gradient(value, model.trainable_variables), count=counted)
 
         for x, y in micro_batches:
@@ -86,6 +92,21 @@ def test_each_fault_is_named(loss_kind, count, named):
     outcome = EXERCISE.evaluate(loop_maker(loss_kind, count))
     assert outcome.status == "fail" and named in outcome.message, outcome.message
     assert "the weights end" in outcome.message and "%" not in outcome.message
+
+
+def test_a_token_short_per_line_is_named():
+    """Issue #60: it passed, 1.3e-6 from the solution's weights where the check allowed 1e-5."""
+    outcome = EXERCISE.evaluate(loop_maker(count="pairs"))
+    assert outcome.status == "fail", outcome.message
+    assert "a token short per line" in outcome.message, outcome.message
+
+
+def test_the_notebooks_k_is_named():
+    """The capstone's K is 4, the check's 3: a loop reading K looked like a forgotten flush."""
+    outcome = EXERCISE.evaluate(loop_maker(steps="lesson"))
+    assert outcome.status == "fail", outcome.message
+    assert "ignores its accumulation_steps" in outcome.message
+    assert "flush" not in outcome.message
 
 
 def test_no_flush_is_named():
