@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import html
 import pathlib
+import re
 import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -200,7 +201,7 @@ def raised(error: BaseException, *answer) -> str:
     points into its generated code, not at the fault). When the error passed through no line
     of the learner's (TensorFlow or gaviz choked on what the learner's function returned), the
     line that defines the learner's function (the first of ``answer`` that is one)."""
-    text = str(error)
+    text = _AUTOGRAPH_NAME.sub(r"\1", str(error))
     where = _user_line(error) or next(
         (line for line in map(defined_at, filter(callable, answer)) if line), "")
     for words, cause in KNOWN_ERRORS:
@@ -214,13 +215,16 @@ def raised(error: BaseException, *answer) -> str:
     if not where:
         last = traceback.extract_tb(error.__traceback__)[-1]
         where = f" (line {last.lineno}: {last.line})"
-    return f"your code raised {type(error).__name__}: {error}{where}"
+    return f"your code raised {type(error).__name__}: {text}{where}"
+
+
+#: The name AutoGraph gives a function it converted (``accumulator.step`` called in a
+#: tf.function): ``outer_factory.<locals>.inner_factory.<locals>.tf__step``, said as ``step``.
+_AUTOGRAPH_NAME = re.compile(r"(?:\w+\.<locals>\.)*tf__(\w+)")
 
 
 def _user_line(error: BaseException) -> str:
     """`` (line N: code)`` of the learner's last line the error passed through, or ""."""
-    import re
-
     # Inside tf.function, TensorFlow lists the learner's frames in its message, marked "*".
     frames = re.findall(r'File "([^"]+)", line (\d+), in \w+ +\*?\n +(.+)', str(error))
     frames = [f for f in frames if not _library(f[0])]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+from typing import NamedTuple
 
 import keras
 import numpy as np
@@ -37,7 +38,12 @@ GLOBAL_MICRO_BATCH = 8
 SAMPLES = 7 * GLOBAL_MICRO_BATCH + 3
 UPDATES = 3
 LEARNING_RATE = 0.1
+#: Right answers (the solution, a mean divided by the replicas by hand, a float count) land
+#: 6.0e-8 from one device's big batch on one replica (measured); a count off by a tenth of a row
+#: on the last window's short micro-batch lands 7.6e-4 away, by a row 7.1e-3, a loss over a
+#: fixed 8 rows 2.1e-2. 1e-5 is between.
 TOLERANCE = 1e-5
+_PER_SAMPLE = keras.losses.MeanSquaredError(reduction="none")
 
 
 @contextlib.contextmanager
@@ -110,7 +116,7 @@ def _check_replica_step(make_replica_step) -> str:
             f"expected {UPDATES}. Call accumulator.step(gradients, count) in replica_step (not "
             "optimizer.apply_gradients): it applies once the window holds k")
     difference = float(np.max(np.abs(flat_weights(model) - _big_batch(SAMPLES))))
-    if difference <= TOLERANCE:
+    if difference <= TOLERANCE:  # a NaN is not: it goes on to be named
         one = ("; with one replica here no share can be uneven: the lesson's two replicas test "
                "that" if replicas == 1 else "")
         return (f"{replicas} replica{'s' * (replicas > 1)}, {updates} updates (the last window's "
@@ -131,14 +137,66 @@ def _check_replica_step(make_replica_step) -> str:
             "step takes the gradient of a mean and weighs it by count itself")
     if abs(ratio - 1) < 1e-3:
         split = " (the 3 split 2 and 1 over the replicas)" if replicas > 1 else ""
-        raise Incorrect(
-            f"the full windows are right, but the last one, micro-batches of 8 and 3 rows{split}, "
-            f"is off: the weights end {difference:.1e} "
-            "from the big batch's. `count` is what this replica's loss divided by, and a "
-            "fixed number (1, k, the global micro-batch) weighs every share the same, the mean "
-            "of means: count this replica's own rows, its share of the global micro-batch")
+        said = (f"the full windows are right, but the last one, micro-batches of 8 and 3 "
+                f"rows{split}, is off: the weights end {difference:.1e} from the big batch's")
+        with _quiet_strategy():
+            fault = _nearest_fault(model, strategy)
+        if fault is not None:
+            raise Incorrect(f"{said}. {fault.message}")
+        raise Incorrect(f"{said}: compare this replica's loss and count with lesson 08's")
     raise Incorrect(f"the weights end {difference:.1e} from one device's big batch (its first "
                     f"update is {ratio:.2f}x the big batch's): compare with lesson 08's loop")
+
+
+class _Fault(NamedTuple):
+    """A replica step wrong only where micro-batches differ in rows: what its loss is divided
+    by (``"rows"``: the global micro-batch's own, as compute_average_loss does; ``"fixed"``: a
+    full one's, 8) and its ``count`` (``"rows"``: this replica's; ``"fixed"``: 1, and any
+    number the same for every share trains alike), and what to tell a learner whose weights
+    are its."""
+
+    loss: str
+    count: str
+    message: str
+
+
+_FAULTS = [
+    _Fault("rows", "fixed",
+           "`count` is what this replica's loss divided by, and a fixed number (1, k, the global "
+           "micro-batch) weighs every share the same, the mean of means: count this replica's "
+           "own rows, its share of the global micro-batch"),
+    _Fault("fixed", "rows",
+           f"Each micro-batch's loss is divided by a fixed {GLOBAL_MICRO_BATCH}, a full global "
+           f"micro-batch's rows (compute_average_loss's global_batch_size={GLOBAL_MICRO_BATCH}, "
+           "or by hand), and the last holds 3. `count` is right, this replica's rows; leave "
+           "global_batch_size out, so that compute_average_loss divides by the global "
+           "micro-batch's own rows"),
+]
+
+
+def _fault_step(fault: _Fault):
+    """make_replica_step that follows ``fault``'s rule."""
+    def make_replica_step(model, accumulator):
+        def replica_step(x, y):
+            with tf.GradientTape() as tape:
+                per_sample = _PER_SAMPLE(y, model(x, training=True))
+                loss = tf.nn.compute_average_loss(
+                    per_sample, global_batch_size=GLOBAL_MICRO_BATCH if fault.loss == "fixed"
+                    else None)
+            count = tf.shape(x)[0] if fault.count == "rows" else 1.0
+            accumulator.step(tape.gradient(loss, model.trainable_variables), count=count)
+        return replica_step
+    return make_replica_step
+
+
+def _nearest_fault(model, strategy):
+    """The fault whose weights ``model``'s are, within the tolerance, or None."""
+    mine = flat_weights(model)
+    for fault in _FAULTS:
+        theirs, _, _ = _distributed_run(_fault_step(fault), strategy, _data()[2])
+        if float(np.max(np.abs(mine - flat_weights(theirs)))) <= TOLERANCE:
+            return fault
+    return None
 
 
 replica_step = Exercise(

@@ -22,9 +22,14 @@ def replica_step_maker(count="rows", loss="average"):
         def replica_step(x, y):
             with tf.GradientTape() as tape:
                 per_sample = MSE(y, model(x, training=True))
-                value = (tf.reduce_sum(per_sample) if loss == "sum" else
-                         tf.nn.compute_average_loss(per_sample))
+                value = {"sum": lambda: tf.reduce_sum(per_sample),
+                         "average": lambda: tf.nn.compute_average_loss(per_sample),
+                         "global": lambda: tf.nn.compute_average_loss(  # PITFALL when chosen
+                             per_sample, global_batch_size=8)}[loss]()
             gradients = tape.gradient(value, model.trainable_variables)
+            if count == "none":
+                accumulator.step(gradients)  # PITFALL when chosen: no count
+                return
             accumulator.step(gradients, count={"rows": tf.shape(x)[0], "one": 1.0}[count])
 
         return replica_step
@@ -57,6 +62,20 @@ def test_a_summed_loss_is_named():
     assert outcome.status == "fail" and "8.00x the big batch's" in outcome.message
 
 
+def test_a_loss_divided_by_a_fixed_global_batch_is_named_not_the_count():
+    """Issue #60: compute_average_loss(global_batch_size=8) was told its count was wrong."""
+    outcome = lesson10.replica_step.evaluate(replica_step_maker(loss="global"))
+    assert outcome.status == "fail", outcome
+    assert "divided by a fixed 8" in outcome.message and "`count` is right" in outcome.message
+
+
+def test_a_step_without_its_count_is_said_without_autographs_names():
+    outcome = lesson10.replica_step.evaluate(replica_step_maker(count="none"))
+    assert outcome.status == "fail", outcome
+    assert "step() missing 1 required positional argument: 'count'" in outcome.message
+    assert "<locals>" not in outcome.message and "tf__" not in outcome.message
+
+
 TWO_REPLICAS = """
 import json, os, sys
 import tensorflow as tf
@@ -83,9 +102,16 @@ def make_count_one(model, accumulator):
         accumulator.step(tape.gradient(loss, model.trainable_variables), count=1.0)
     return replica_step
 
+def make_global_eight(model, accumulator):  # the loss over a fixed 8 rows, the shares' own counts
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.nn.compute_average_loss(mse(y, model(x, training=True)), global_batch_size=8)
+        accumulator.step(tape.gradient(loss, model.trainable_variables), count=tf.shape(x)[0])
+    return replica_step
+
 outcomes = {name: lesson10.replica_step.evaluate(maker) for name, maker in
             [("solution", solution.make_replica_step), ("undivided", make_undivided),
-             ("one", make_count_one)]}
+             ("one", make_count_one), ("global", make_global_eight)]}
 print("RESULT " + json.dumps({name: [o.status, o.message] for name, o in outcomes.items()}))
 """
 
@@ -119,6 +145,11 @@ def test_on_two_replicas_a_loss_not_divided_by_the_replicas_is_named(on_two_repl
 def test_on_two_replicas_a_count_of_one_names_the_uneven_split(on_two_replicas):
     status, message = on_two_replicas["one"]
     assert status == "fail" and "the 3 split 2 and 1 over the replicas" in message, message
+
+
+def test_on_two_replicas_a_fixed_global_batch_size_is_named(on_two_replicas):
+    status, message = on_two_replicas["global"]
+    assert status == "fail" and "divided by a fixed 8" in message, message
 
 
 def test_the_classic_distributed_loop_is_the_mean_of_means_and_the_accumulator_the_big_batch():

@@ -1078,10 +1078,14 @@ def replica_maker(count="rows", loss="average", method="step"):
             with tf.GradientTape() as tape:
                 per_sample = PER_SAMPLE(y, model(x, training=True))
                 value = (tf.reduce_sum(per_sample) if loss == "sum" else
-                         tf.nn.compute_average_loss(per_sample))
+                         tf.nn.compute_average_loss(per_sample, global_batch_size=8)
+                         if loss == "global" else tf.nn.compute_average_loss(per_sample))
             gradients = tape.gradient(value, model.trainable_variables)
             if method == "apply":
                 accumulator.optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+                return
+            if count == "none":
+                accumulator.step(gradients)
                 return
             counted = {"rows": tf.shape(x)[0], "one": 1.0, "global": 8.0, "shape": tf.shape(x)}
             getattr(accumulator, method)(gradients, count=counted[count])
@@ -1096,7 +1100,12 @@ for _label, _change, _words in [
         ("summed_loss", dict(loss="sum"), ("8.00x the big batch's", "summed loss")),
         ("applied_every_micro_batch", dict(method="apply"), ("expected 3",
                                                              "not optimizer.apply_gradients")),
-        ("add_for_step", dict(method="add"), ("`add` only adds", "never applies"))]:
+        ("add_for_step", dict(method="add"), ("`add` only adds", "never applies")),
+        # Issue #60: told its count was wrong, which it is not.
+        ("a_fixed_global_batch_size", dict(loss="global"), ("divided by a fixed 8",
+                                                            "`count` is right")),
+        ("step_without_its_count", dict(count="none"), (
+            "step() missing 1 required positional argument: 'count'", "accumulator.step("))]:
     WRONG.setdefault(REP.name, []).append(Wrong(_label, (replica_maker(**_change),), _words, True))
 
 
