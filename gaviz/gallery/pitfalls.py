@@ -32,6 +32,7 @@ from gaviz import _keras
 from gaviz.training.fit import checks, optimizers
 from gaviz.training.trainer import AccumulationTrainer
 from gaviz.training.window.arithmetic import WindowSums
+from gaviz.training.window.occurrences import divided
 from gaviz.training.window.rules import EXACT, Rule
 
 
@@ -40,7 +41,7 @@ def mean_contribution(micro: WindowSums) -> WindowSums:
     # PITFALL: each micro-batch is divided by its own count, not the window by its count.
     n = micro.normalizer
     return micro._replace(
-        gradients=[tf.math.divide_no_nan(g, tf.cast(n, g.dtype)) for g in micro.gradients],
+        gradients=[divided(g, n, no_nan=True) for g in micro.gradients],
         loss_sum=tf.math.divide_no_nan(micro.loss_sum, n),
         normalizer=tf.ones_like(n),
     )

@@ -201,6 +201,10 @@ class AccumulationTrainer(tf.Module):
         #: Micro-steps run at once (``gaviz.training.loop.overlap``): decided
         #: on the first micro-batch, before the window loop's first trace.
         self.micro_steps_in_flight = None
+        #: The trained variables (by index) whose windows hold occurrences
+        #: (their gradients arrive as tf.IndexedSlices): found on the first
+        #: micro-batch, before the window loop's first trace.
+        self._sparse = None
         self._built, self._checked_spec, self._trained = False, None, []
         self._state_watched = False  # layers updating their own state: checked once
         self._build_when_built()
@@ -217,7 +221,8 @@ class AccumulationTrainer(tf.Module):
             penalty=None if makes_loss.includes_weight_penalty else WeightPenalty(self.model),
             skipped_windows=self.state.skipped_windows,
         )
-        xla = compiling.xla_mode(self.model, self._jit_compile_asked)
+        sparse = self._sparse or frozenset()
+        xla = compiling.xla_mode(self.model, self._jit_compile_asked, sparse=bool(sparse))
         #: Whether XLA compiles the window loop or its micro-steps (what
         #: ``jit_compile="auto"`` chose, as Keras's ``model.jit_compile`` says).
         self.jit_compile = xla != "off"
@@ -226,7 +231,7 @@ class AccumulationTrainer(tf.Module):
         return WindowLoop(
             forward_backward, cycle, self.state, self.strategy, self.rule, Tail(self.tail),
             loss_tracker=_keras.loss_tracker(self.model), capacity=self.call_size.capacity,
-            xla=xla, micro_steps_in_flight=self.micro_steps_in_flight or 1,
+            xla=xla, micro_steps_in_flight=self.micro_steps_in_flight or 1, sparse=sparse,
         )
 
     def _compile(self, optimizer, loss, normalize, metrics, loss_weights):
@@ -276,8 +281,9 @@ class AccumulationTrainer(tf.Module):
             )
         variables = self.model.trainable_variables
         self.state.build(variables, carries=self._carries)
-        with self.strategy.scope():
-            self.optimizer.build(variables)
+        if not self.optimizer.built:  # a LossScaleOptimizer built twice makes its state twice
+            with self.strategy.scope():
+                self.optimizer.build(variables)
         self._built, self._trained = True, [id(v) for v in variables]
 
     def _follow_compile(self):
@@ -303,6 +309,7 @@ class AccumulationTrainer(tf.Module):
             self._compile(None, None, self.objective.requested, None, None)
             self.state.window.forget()
             self._built, self._checked_spec, self._trained = False, None, []
+            self._sparse = None
             self._build_when_built(after_restore=False)
         elif self._built and [id(v) for v in model.trainable_variables] != self._trained:
             raise ValueError(
@@ -535,14 +542,31 @@ class AccumulationTrainer(tf.Module):
             # variables must exist before the graph is traced).
             _keras.symbolic_build(self.model, tuple(first))
         self._checked_spec = feed.element_spec
+        if self._sparse is None:  # before the loop's first trace
+            self._find_sparse_gradients(first)
         if self.micro_steps_in_flight is None:  # before the loop's first trace
             self.micro_steps_in_flight = overlap.micro_steps_in_flight(
                 self.model, int(tf.nest.flatten(x)[0].shape[0]),
                 compiling.weight_bytes(self.model), exact_steps=self.rule == rules.EXACT,
                 replicas=self.strategy.num_replicas_in_sync,
             )
-        if self.window_loop.micro_steps_in_flight != self.micro_steps_in_flight:
+        if (self.window_loop.micro_steps_in_flight != self.micro_steps_in_flight
+                or self.window_loop.sparse != self._sparse):
             self.window_loop = self._window_loop()
+
+    def _find_sparse_gradients(self, first):
+        """Which variables' windows hold occurrences: those whose gradient a
+        micro-step gives as ``tf.IndexedSlices``, unless the weight penalty
+        reaches them (its dense gradient makes Model.fit's dense too)."""
+        loop = self.window_loop
+        found = loop.forward_backward.sparse(tuple(first), self.strategy)
+        self._sparse = found - loop.cycle.penalized()
+        if self._sparse and self.state.carries:
+            self.state.window.keep_occurrences(self.model.trainable_variables, self._sparse)
+        if self._sparse and self.strategy.num_replicas_in_sync > 1:
+            call_size.warn_held(self.windows_per_call, "sparse gradients gathered across "
+                                f"{self.strategy.num_replicas_in_sync} replicas", stacklevel=4)
+            self.call_size.hold_at_one()
 
     def _check_own_losses(self, feed):
         """Checks the loss, on rows drawn from across the data: a compiled loss

@@ -15,6 +15,7 @@ from helpers import assert_same_weights, clone, make_mlp, start_of, weight_gap
 from reference import group_windows, micro_batches, train_big_batches
 
 import gaviz
+from gaviz.training.loss import sparse_gradients
 
 SIZES = [4, 3, 5, 2, 4, 4, 3]  # ragged; k = 3 leaves a partial window of one
 K = 3
@@ -322,38 +323,10 @@ def densified_reference(model, optimizer, micro):
     return ref
 
 
-@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
-def test_sparse_gradients_are_summed_and_said(optimizer):
-    x, y = token_data()
-    micro = micro_batches(x, y, [4, 4, 4, 4, 4, 4])
-    make = {"adam": lambda: keras.optimizers.Adam(0.05),
-            "sgd": lambda: keras.optimizers.SGD(0.5, momentum=0.5)}[optimizer]
-    model = bag_of_embeddings()
-    start = start_of(model)
-    expected = densified_reference(model, make(), micro)
-    acc = gaviz.Accumulator(make(), model.trainable_variables, K)
-    with warnings.catch_warnings(record=True) as said:
-        warnings.simplefilter("always")
-        for xb, yb in micro:
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_mean(mse(yb, model(xb, training=True)))
-            grads = tape.gradient(loss, model.trainable_variables)
-            assert isinstance(grads[0], tf.IndexedSlices)
-            acc.step(grads, len(xb))
-    warnings_seen = [w for w in said if issubclass(w.category, gaviz.SparseGradientWarning)]
-    assert_same_weights(model, expected, start, terms=4 * K)
-    if optimizer == "adam":
-        assert len(warnings_seen) == 1  # once, not once per micro-batch
-        text = str(warnings_seen[0].message)
-        assert "embeddings" in text and "Adam" in text and "sum of squares" in text
-        assert warnings_seen[0].filename == __file__  # points at the caller's step
-    else:
-        assert not warnings_seen  # SGD is linear in the gradient: Model.fit agrees
-
-
 def test_model_fit_on_the_big_batch_lands_elsewhere_with_adam_only():
-    """What the warning is about, measured: Keras applies a sparse gradient's
-    occurrences one by one."""
+    """Why the window keeps a sparse gradient's occurrences, measured: Keras applies
+    them one by one, so Model.fit lands away from the densified big batch under
+    Adam (where a dense window would land), not under SGD."""
     x, y = token_data()
     start = start_of(bag_of_embeddings())
     trained = {}
@@ -381,17 +354,24 @@ def test_the_one_row_example():
     assert abs(float(dense.numpy()[0, 0]) + 0.1) < 1e-4
 
 
-def test_the_trainer_warns_too_and_equals_the_densified_big_batch():
-    x, y = token_data()
-    micro = micro_batches(x, y, [4] * 6)
+def test_a_sparse_gradient_summed_densely_is_said_naming_its_variable():
+    """Where a sparse gradient meets a dense window (its variable's gradient
+    changed kind after the window was made), gaviz says so, naming it, unless the
+    optimizer is linear in the gradient or the weight penalty made it dense."""
     model = bag_of_embeddings()
-    start = start_of(model)
-    expected = densified_reference(model, keras.optimizers.Adam(0.05), micro)
-    trainer = gaviz.AccumulationTrainer(model, keras.optimizers.Adam(0.05), "mse",
-                                        accumulation_steps=K)
-    with pytest.warns(gaviz.SparseGradientWarning, match="embeddings"):
-        trainer.fit(x, y, batch_size=4, shuffle=False, verbose=0)
-    assert_same_weights(model, expected, start, terms=4 * K)
+    variables = model.trainable_variables
+    x, y = token_data()
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(mse(y, model(x, training=True)))
+    gradients = tape.gradient(loss, variables)
+    windows = [tf.zeros(v.shape) for v in variables]
+    say = sparse_gradients.warn_where_densified
+    with pytest.warns(gaviz.SparseGradientWarning, match=r"embeddings got sparse.*Adam"):
+        assert say(keras.optimizers.Adam(), gradients, windows, variables)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not say(keras.optimizers.SGD(0.1, momentum=0.9), gradients, windows, variables)
+        assert not say(keras.optimizers.Adam(), gradients, windows, variables, expected={0})
 
 
 # -------------------------------------------------------------------- bad input

@@ -190,3 +190,32 @@ def test_accumulator_refuses_what_it_cannot_do_exactly_with_replicas(accumulator
     assert "`optimizer` clips gradients (clipnorm) under a strategy of 2 replicas" in said["clipping"]
     assert "must be called in replica context" in said["cross_replica_add"]
     assert "`variables` must be created under the accumulator's strategy" in said["outside_scope"]
+
+
+# ------------------------------------------- sparse gradients, MirroredStrategy
+
+
+@pytest.fixture(scope="module")
+def sparse_cases():
+    out = finish(run_python(HERE / "distributed" / "sparse_run.py"))
+    line = next(text for text in out.splitlines() if text.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+SPARSE_WINDOW_ROWS = 3 * 8  # k global micro-batches of 8
+
+
+def test_an_embedding_under_mirrored_equals_model_fit_under_it(sparse_cases):
+    """Each replica keeps its window's occurrences; they are gathered side by
+    side, as Keras's optimizer all-reduces Model.fit's per-replica slices."""
+    assert sparse_cases["replicas"] == 2
+    for name, case in sparse_cases["trainer"].items():
+        assert case["sparse"] == [0], name
+        assert_same_recorded_weights(case["weights"], terms=SPARSE_WINDOW_ROWS)
+        np.testing.assert_allclose(case["loss"], case["expected_loss"], rtol=1e-5, err_msg=name)
+
+
+def test_an_own_loop_under_mirrored_equals_model_fit_under_it(sparse_cases):
+    case = sparse_cases["accumulator"]
+    assert case["sparse"] == [0] and case["iterations"] == 8  # 4 windows an epoch, the last flushed
+    assert_same_recorded_weights(case["weights"], terms=SPARSE_WINDOW_ROWS)

@@ -7,6 +7,8 @@ callback see (and stop) each update before the next starts.
 
 from __future__ import annotations
 
+import warnings
+
 import tensorflow as tf
 
 #: With ``windows_per_call="auto"`` and nobody listening, calls grow (doubling)
@@ -37,19 +39,36 @@ class CallSize:
         self.capacity = AUTO_MAX_WINDOWS if self.auto else windows_per_call
         self.may_grow = self.auto and workers == 1
         self.listening = False
+        #: One window a call, whatever was asked (:meth:`hold_at_one`).
+        self.held = False
         self._tensors = {}
 
+    def hold_at_one(self) -> None:
+        """From now on one window a call: each window's sparse gradients are
+        all-gathered across replicas in a shape of their own, and TensorFlow's
+        collectives fix an operation's shape at its first run within a call."""
+        self.held = True
+
     def next(self) -> tf.Tensor:
-        size = 1 if self.auto and self.listening else self.size
+        size = 1 if (self.auto and self.listening) or self.held else self.size
         if size not in self._tensors:
             self._tensors[size] = tf.constant(size, tf.int32)
         return self._tensors[size]
 
     def observe(self, seconds, windows) -> None:
         """Doubles a full call that was quick (auto, one worker, nobody listening)."""
-        grow = self.may_grow and not self.listening and windows == self.size
+        grow = self.may_grow and not self.listening and not self.held and windows == self.size
         if grow and seconds < AUTO_CALL_SECONDS:
             self.size = min(2 * self.size, AUTO_MAX_WINDOWS)
+
+
+def warn_held(windows_per_call, why: str, stacklevel: int = 2) -> None:
+    """Says that an int ``windows_per_call`` above one runs one window a call (``why``)."""
+    if windows_per_call != "auto" and windows_per_call > 1:
+        warnings.warn(f"windows_per_call={windows_per_call} runs one window per graph call "
+                      f"here: {why}, in a shape of each window's own, which TensorFlow's "
+                      "collectives fix at their first run within a call. The numbers are "
+                      "the same.", UserWarning, stacklevel=stacklevel + 1)
 
 
 def worker_count(strategy) -> int:

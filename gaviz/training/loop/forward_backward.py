@@ -11,9 +11,9 @@ import tensorflow as tf
 
 from gaviz import _keras
 from gaviz.training.fit import optimizers
-from gaviz.training.loss import sparse_gradients
 from gaviz.training.loss.objective import Objective
 from gaviz.training.window.arithmetic import WindowSums
+from gaviz.training.window.occurrences import divided, scaled
 
 
 class ForwardBackward:
@@ -29,7 +29,6 @@ class ForwardBackward:
         self.model, self.optimizer, self.objective = model, optimizer, objective
         self.own_loss = own_loss  # an OwnLoss: the model's compute_loss, not the compiled one
         self.loss_scaled = optimizers.loss_scaled(optimizer)
-        self._sparse_said = False  # sparse gradients: said once, at the first trace
         #: Which variables the loss reaches, as the micro-step's trace finds them.
         self.reach = Reach()
 
@@ -44,19 +43,31 @@ class ForwardBackward:
             y_pred = self.model(x, training=True)
             with tf.name_scope("loss"):
                 micro, loss_sum = self._loss(x, y, y_pred, sample_weight, accumulation_steps)
-            scaled, per = self._scaled(loss_sum, micro.normalizer, accumulation_steps)
-        grads = gradients(tape, scaled, self.model.trainable_variables, self.reach)
-        self._say_sparse(grads)
+            target, per = self._scaled(loss_sum, micro.normalizer, accumulation_steps)
+        grads = gradients(tape, target, self.model.trainable_variables, self.reach)
         if per is not None:  # back to the gradient of the sum, in float32
-            grads = [g * tf.cast(per, g.dtype) for g in grads]
+            grads = [scaled(g, per) for g in grads]
         self._update_metrics(y, y_pred, sample_weight, micro)
         return WindowSums(grads, loss_sum, micro.sample_count, micro.normalizer, micro.rows)
 
-    def _say_sparse(self, grads):
-        if not self._sparse_said:
-            self._sparse_said = sparse_gradients.warn_if_fit_differs(
-                self.optimizer, grads, self.model.trainable_variables
-            )
+    def sparse(self, element, strategy) -> frozenset:
+        """The trained variables (by index) whose gradient a micro-step on
+        micro-batches like ``element`` gives as ``tf.IndexedSlices`` (an
+        Embedding's table, not tied to a dense use), found by tracing the
+        micro-step once under ``strategy`` (nothing runs)."""
+        found = set()
+
+        def replica(*element):
+            micro = self.sums(*unpack(element))
+            found.update(i for i, g in enumerate(micro.gradients)
+                         if isinstance(g, tf.IndexedSlices))
+
+        def trace(*element):
+            strategy.run(replica, args=element)
+            return tf.constant(0)
+
+        tf.function(trace, autograph=False).get_concrete_function(*element)
+        return frozenset(found)
 
     def _loss(self, x, y, y_pred, sample_weight, accumulation_steps):
         """``(micro, loss_sum)``: the micro-batch's MicroLoss and everything its
@@ -128,9 +139,9 @@ def added_loss_layers(model) -> list[str]:
 def clip_mean_gradient(micro: WindowSums, optimizer) -> WindowSums:
     """The micro-batch's mean gradient clipped by ``optimizer``, back as a sum."""
     normalizer = micro.normalizer
-    mean = [tf.math.divide_no_nan(g, tf.cast(normalizer, g.dtype)) for g in micro.gradients]
+    mean = [divided(g, normalizer, no_nan=True) for g in micro.gradients]
     clipped = _keras.clip_gradients(optimizer, mean)  # Keras's own clipping rules
-    return micro._replace(gradients=[g * tf.cast(normalizer, g.dtype) for g in clipped])
+    return micro._replace(gradients=[scaled(g, normalizer) for g in clipped])
 
 
 class WeightPenalty:

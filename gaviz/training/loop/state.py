@@ -36,10 +36,12 @@ class TrainerState(tf.Module):
             self.array_cursor = _counter("array_cursor")
         self.window = WindowStore(strategy, "carried_window")
 
-    def build(self, variables, carries: bool) -> None:
-        """Creates the window's per-variable sums if a window may be carried into the next call."""
+    def build(self, variables, carries: bool, sparse=frozenset()) -> None:
+        """Creates the window's per-variable sums if a window may be carried into
+        the next call (occurrences for the variables in ``sparse``, by index:
+        their gradients arrive as ``tf.IndexedSlices``)."""
         if carries:
-            self.window.build(variables, gradients=False)
+            self.window.build(variables, gradients=False, sparse=sparse)
 
     @property
     def carries(self) -> bool:

@@ -17,12 +17,15 @@ train function from a step function: the micro-step
 
 from __future__ import annotations
 
+import functools
+
 import tensorflow as tf
 
 from gaviz.training.fit.compiling import AUTO_XLA_AFTER_MICRO_STEPS, XLA_MODES
 from gaviz.training.loop import sources
 from gaviz.training.loop.forward_backward import ForwardBackward, clip_mean_gradient, unpack
 from gaviz.training.loop.state import TrainerState
+from gaviz.training.loss import sparse_gradients
 from gaviz.training.window import arithmetic, rules, window_cycle
 from gaviz.training.window.arithmetic import WindowResult
 from gaviz.training.window.tail import Tail
@@ -52,16 +55,21 @@ class WindowLoop:
         xla: one of :data:`gaviz.training.fit.compiling.XLA_MODES`.
         micro_steps_in_flight: micro-steps run at once
             (:mod:`gaviz.training.loop.overlap`).
+        sparse: the trained variables (by index) whose gradients arrive as
+            ``tf.IndexedSlices``: their windows hold occurrences
+            (:mod:`gaviz.training.window.occurrences`), not dense sums.
     """
 
     def __init__(self, forward_backward: ForwardBackward, cycle: WindowCycle,
                  state: TrainerState, strategy, rule: rules.Rule = rules.EXACT,
                  tail: Tail = FLUSH, loss_tracker=None, capacity: int = 1, xla: str = "off",
-                 micro_steps_in_flight: int = 1):
+                 micro_steps_in_flight: int = 1, sparse=frozenset()):
         self.forward_backward, self.cycle = forward_backward, cycle
         self.state, self.strategy, self.rule = state, strategy, rule
         self.tail, self.loss_tracker, self.capacity = tail, loss_tracker, capacity
         self.xla, self.micro_steps_in_flight = xla, micro_steps_in_flight
+        self.sparse = frozenset(sparse)
+        self._densified_said = False  # a sparse gradient summed densely: said once
         #: Whether XLA compiles a whole call on arrays (every micro-step,
         #: update and the window loop in one program), not only each micro-step.
         self.whole_call_compiled = XLA_MODES[xla].whole_call
@@ -159,7 +167,8 @@ class WindowLoop:
         (so the error is raised with the weights of the update before it).
         """
         state, strategy = self.state, self.strategy
-        sums = strategy.run(state.window.read, args=(self.forward_backward.variables(),))
+        sums = strategy.run(functools.partial(state.window.read, sparse=self.sparse),
+                            args=(self.forward_backward.variables(),))
         in_window = state.micro_steps_in_window.read_value()
 
         def more(go_on, done, sums, in_window, reports):
@@ -237,6 +246,10 @@ class WindowLoop:
         communication, unless the rule reduces each micro-batch)."""
         rule = self.rule
         micro = rule.contribution(micro_sums(*unpack(element), k))
+        if not self._densified_said:
+            self._densified_said = sparse_gradients.warn_where_densified(
+                self.cycle.optimizer, micro.gradients, sums.gradients,
+                self.forward_backward.variables(), expected=self.cycle.penalized())
         if rule.clip_micro_batches:
             micro = clip_mean_gradient(micro, self.cycle.optimizer)
         if rule.apply_each_micro_batch:
@@ -258,9 +271,13 @@ class WindowLoop:
     def _reduce(self, sums):
         """The window's totals across replicas (every replica holds the same),
         in one batched all-reduce (none left where the rule reduced each
-        micro-batch)."""
+        micro-batch); occurrences are gathered first, and all-reduced as
+        Keras's optimizer all-reduces a sparse gradient: the replicas' rows
+        side by side."""
         reduce = _summed_already if self.rule.reduce_each_micro_batch else window_cycle.all_reduce
-        reduced = self.strategy.run(reduce, args=(sums,))
+        variables = self.forward_backward.variables()
+        reduced = self.strategy.run(lambda sums: reduce(arithmetic.gathered(sums, variables)),
+                                    args=(sums,))
         return self.strategy.experimental_local_results(reduced)[0]
 
     def _track_window(self, accepted, loss, rows):

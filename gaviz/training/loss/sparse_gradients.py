@@ -1,17 +1,20 @@
-"""Sparse gradients: where the exact window and ``Model.fit`` part ways, said once.
+"""Sparse gradients: where a window could still part ways with ``Model.fit``, said once.
 
-An ``Embedding``'s gradient is a ``tf.IndexedSlices``: one row per lookup, a
-token that occurs 50 times in a batch has 50 rows. gaviz adds the rows into
-the window's dense sum first (``gaviz.training.window.arithmetic.densify``), so the
-optimizer sees the textbook gradient of the batch's loss. Keras 3 applies the
-slices as they come: Adam's second moment receives ``sum(g_i ** 2)`` over a
-row's occurrences where Adam defines ``(sum g_i) ** 2``. One row looked up 50
-times with gradient 1 each: Keras's ``v`` after one step is 0.05, Adam's 2.5,
-and at learning rate 0.1 the row moves 0.707 instead of 0.1. Frequent
-tokens take steps up to sqrt(occurrences) larger, so ``Model.fit``
-on the big batch lands elsewhere than the exact window, for every optimizer
-whose update is not linear in the gradient. SGD (with momentum or Nesterov,
-without clipping) is linear: there the two agree.
+An ``Embedding``'s gradient is a ``tf.IndexedSlices``, one row per lookup.
+Keras's optimizers transform each row before rows of the same index are
+summed (Adam's second moment gets the sum of the squares), so the window
+keeps a sparse gradient as its occurrences and hands the optimizer the big
+batch's own slices (:mod:`gaviz.training.window.occurrences`): the update is
+``Model.fit``'s, under every optimizer.
+
+The trainer finds which variables get sparse gradients by tracing a
+micro-step before its window loop is built. Should a micro-step traced later
+give a sparse gradient to a variable whose window is a dense sum (a model
+whose gradients change kind between traces), its rows are added into that
+sum: the textbook gradient, which ``Model.fit`` does not apply for an
+optimizer that is not linear in the gradient. That is said here, naming the
+variable. (A variable the weight penalty reaches is not one: its penalty's
+dense gradient makes ``Model.fit``'s gradient dense too.)
 """
 
 from __future__ import annotations
@@ -27,11 +30,6 @@ from gaviz.training.fit import optimizers
 DOCS = "https://github.com/gaviz/gaviz/blob/main/docs/guide/own_loop.md#sparse-gradients"
 
 
-def sparse_variables(gradients, variables) -> list[str]:
-    """The names of the variables whose gradient is a ``tf.IndexedSlices``."""
-    return [_name(v) for g, v in zip(gradients, variables) if isinstance(g, tf.IndexedSlices)]
-
-
 def linear_in_gradient(optimizer) -> bool:
     """Whether ``optimizer``'s update is linear in the gradient (so applying a
     sparse gradient's occurrences one by one equals applying their sum):
@@ -40,22 +38,23 @@ def linear_in_gradient(optimizer) -> bool:
         optimizer)
 
 
-def warn_if_fit_differs(optimizer, gradients, variables, stacklevel: int = 2) -> bool:
-    """Warns once where sparse ``gradients`` meet an optimizer that is not
-    linear in the gradient; returns whether it warned."""
-    names = sparse_variables(gradients, variables)
+def warn_where_densified(optimizer, gradients, windows, variables, expected=frozenset(),
+                         stacklevel: int = 2) -> bool:
+    """Warns where a sparse gradient meets a window that is a dense sum
+    (``windows``: the window's gradients, per variable) for a variable not in
+    ``expected`` (by index), under an optimizer that is not linear in the
+    gradient; returns whether it warned."""
+    names = [_name(v) for i, (g, w, v) in enumerate(zip(gradients, windows, variables))
+             if isinstance(g, tf.IndexedSlices) and isinstance(w, tf.Tensor) and i not in expected]
     if not names or linear_in_gradient(optimizer):
         return False
-    inner = optimizers.inner(optimizer)
     warnings.warn(
-        f"{', '.join(names)} get{'s' if len(names) == 1 else ''} sparse gradients "
-        f"(tf.IndexedSlices, an Embedding's) and {type(inner).__name__} is not linear in "
-        "the gradient. gaviz sums each window's gradient first and updates with the "
-        "textbook big-batch gradient; Keras's Model.fit on the big batch applies each "
-        "occurrence of a row separately (its second moment, or accumulator, gets the sum "
-        "of squares, not the square of the sum), so frequent rows move further and "
-        "Model.fit lands elsewhere. gaviz's weights equal the big batch's with the "
-        f"gradient densified, not Model.fit's. See 'Sparse gradients' in {DOCS}",
+        f"{', '.join(names)} got sparse gradients (tf.IndexedSlices) in a micro-step "
+        "traced after the window was made for dense ones: gaviz adds their rows into the "
+        "window's dense sum, the textbook big-batch gradient, where Model.fit hands "
+        f"{type(optimizers.inner(optimizer)).__name__} each occurrence of a row (its second "
+        "moment, or accumulator, gets the sum of squares), so Model.fit lands elsewhere. "
+        f"See 'Sparse gradients' in {DOCS}",
         SparseGradientWarning,
         stacklevel=stacklevel + 1,
     )
@@ -63,8 +62,8 @@ def warn_if_fit_differs(optimizer, gradients, variables, stacklevel: int = 2) ->
 
 
 class SparseGradientWarning(UserWarning):
-    """Sparse gradients meet an optimizer for which ``Model.fit`` differs from
-    the exact window (:mod:`gaviz.training.loss.sparse_gradients`)."""
+    """A sparse gradient was summed densely, where ``Model.fit`` applies its
+    occurrences one by one (:mod:`gaviz.training.loss.sparse_gradients`)."""
 
 
 def _name(variable) -> str:

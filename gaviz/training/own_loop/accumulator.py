@@ -16,8 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from gaviz.training.fit import checks
-from gaviz.training.loss import sparse_gradients
 from gaviz.training.window import arithmetic, refusals
+from gaviz.training.window.occurrences import scaled
 from gaviz.training.window.tail import Tail
 from gaviz.training.window.verdicts import ACCEPTED, NOT_DUE
 from gaviz.training.window.window_cycle import WindowCycle, all_reduce, closing, reduced
@@ -56,10 +56,11 @@ class Accumulator(tf.Module):
     invalid or the total is not > 0, or, without a loss scale, when its
     gradient is not finite (:class:`gaviz.NonFiniteUpdate`): raised eagerly,
     asserted in a graph; XLA drops assertions, so a refusal in a call it
-    compiled is raised by the next eager call. Sparse gradients are summed
-    densely (the textbook update; ``Model.fit`` differs for some optimizers,
-    said once: :mod:`gaviz.training.loss.sparse_gradients`). The guide's "Accumulate
-    in your own loop" says each of these at length.
+    compiled is raised by the next eager call. A sparse gradient (an
+    Embedding's ``tf.IndexedSlices``) is kept as its occurrences and handed
+    to the optimizer as the big batch's slices, as ``Model.fit`` hands them
+    (:mod:`gaviz.training.window.occurrences`). The guide's "Accumulate in
+    your own loop" says each of these at length.
 
     Args:
         optimizer: a Keras optimizer without ``gradient_accumulation_steps``;
@@ -75,7 +76,9 @@ class Accumulator(tf.Module):
 
     Attributes:
         trained_variables: ``variables``, the variables each update steps.
-        gradient_sums: per variable, the window's sum of ``count * gradient``.
+        gradient_sums: per variable, the window's sum of ``count * gradient``
+            (a variable whose gradient is sparse: an ``OccurrenceStore`` of its
+            occurrences, from its first sparse gradient on).
         window_count: the window's total ``count`` (replica-local).
         micro_steps_in_window: micro-batches added since the last update.
         had_gradient: per variable, whether a micro-batch gave it a gradient.
@@ -93,7 +96,9 @@ class Accumulator(tf.Module):
                                               checks.VARIABLES_UNDER_STRATEGY)
         checks.check_clipping_per_window(optimizer, self.strategy)
         self.optimizer = optimizer
-        self._sparse_said = False
+        # Variables given a dense gradient so far; whether an update was traced.
+        self._dense_seen: set[int] = set()
+        self._update_traced = False
         # Which variables had a gradient, once per kind of micro-step added so
         # far (traced or eager): what a traced update must be ready for.
         self._add_patterns: set[frozenset] = set()
@@ -218,11 +223,44 @@ class Accumulator(tf.Module):
                     f"`gradients` must have the shapes of `variables`: the gradient of "
                     f"{refusals.name(v)} has shape {g.shape}, the variable {v.shape}."
                 )
-        if not self._sparse_said:
-            self._sparse_said = True
-            sparse_gradients.warn_if_fit_differs(self.optimizer, gradients, self.trained_variables,
-                                                 stacklevel=stacklevel + 1)
+        self._keep_kinds(gradients)
         return gradients
+
+    def _keep_kinds(self, gradients) -> None:
+        """A variable whose gradient arrives as ``tf.IndexedSlices`` has its
+        occurrences kept (from its first such micro-batch on), as ``Model.fit``
+        hands them to the optimizer; one whose gradient changes kind is refused.
+
+        Raises:
+            ValueError: a variable's gradient is sparse where it was dense in an
+                earlier micro-batch, or the other way round; or the update was
+                traced before a variable's first sparse gradient.
+        """
+        kinds = {i: isinstance(g, tf.IndexedSlices) for i, g in enumerate(gradients)
+                 if g is not None}
+        kept = self.window.sparse
+        changed = [i for i, sparse in kinds.items()
+                   if (i in kept and not sparse) or (sparse and i in self._dense_seen)]
+        if changed:
+            raise ValueError(
+                "`gradients` must keep their kind from one micro-batch to the next: "
+                f"{refusals.names([self.trained_variables[i] for i in changed])} "
+                "got a dense gradient in one micro-batch and tf.IndexedSlices in another "
+                "(Model.fit's one big batch would hand its optimizer one of them)."
+            )
+        self._dense_seen |= {i for i, sparse in kinds.items() if not sparse}
+        new = {i for i, sparse in kinds.items() if sparse} - kept
+        if not new:
+            return
+        if self._update_traced:
+            raise ValueError(
+                f"{refusals.names([self.trained_variables[i] for i in sorted(new)])} got "
+                "sparse gradients (tf.IndexedSlices) after an update was traced in a "
+                "tf.function for dense ones: add a micro-batch (add or step) before "
+                "tracing apply() or flush(), so that the update is made for the window's "
+                "occurrences."
+            )
+        self.window.keep_occurrences(self.trained_variables, new)
 
     def _replica_add(self, gradients, count):
         """Adds this replica's micro-batch to its own sums (no communication).
@@ -283,6 +321,7 @@ class Accumulator(tf.Module):
         """In cross-replica context: the window's verdict (``NOT_DUE`` where
         the tail says it is not due), updating from it and resetting it if due."""
         patterns = self._patterns() if patterns is None else patterns
+        self._update_traced = self._update_traced or not tf.executing_eagerly()
         micro_steps = self.micro_steps_in_window.read_value()
         full = micro_steps >= self.accumulation_steps
         due = self.tail.due(full, exhausted, micro_steps)
@@ -300,12 +339,12 @@ class Accumulator(tf.Module):
                                    count, invalid, foreseen=chosen < len(patterns))
 
         def share():
-            sums = self.window.read()
+            sums = self._read_window()
             if self.cycle.loss_scaled and strategy.num_replicas_in_sync > 1:
                 # The loss scale checks one replica's share: every replica
                 # skips, not only those whose share overflowed.
-                sums = sums._replace(gradients=[tf.where(not_finite > 0, g * float("nan"), g)
-                                                for g in sums.gradients])
+                poison = tf.where(not_finite > 0, float("nan"), 1.0)
+                sums = sums._replace(gradients=[scaled(g, poison) for g in sums.gradients])
             return self.cycle.finish(sums, micro_steps, self.accumulation_steps, count).gradients
 
         self.cycle.apply(tf.equal(verdict, ACCEPTED), share, patterns, chosen, per_replica=strategy)
@@ -313,9 +352,13 @@ class Accumulator(tf.Module):
                 lambda: strategy.extended.call_for_each_replica(self._replica_reset), None)
         return verdict
 
+    def _read_window(self):
+        """This replica's share of the window, its occurrences gathered."""
+        return arithmetic.gathered(self.window.read(), self.trained_variables)
+
     def _replica_checks(self):
         """``[count, not finite, invalid counts]`` of the window, summed over replicas."""
-        sums = self.window.read()
+        sums = self._read_window()
         return all_reduce(tf.stack([sums.normalizer,
                                     1.0 - tf.cast(arithmetic.all_finite(0.0, sums.gradients),
                                                   tf.float32),

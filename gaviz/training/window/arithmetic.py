@@ -14,7 +14,11 @@ averaging (the "mean of means") is not.
 
 Nothing here owns a variable or knows about datasets, replicas or Python
 loops: :class:`WindowSums` travels through the trainer's graph as loop
-values, and these functions add to it and finish it.
+values, and these functions add to it and finish it. Per variable, a window
+holds a dense sum, or, for a gradient that arrives as ``tf.IndexedSlices``
+(an ``Embedding``'s), its occurrences
+(:class:`~gaviz.training.window.occurrences.Occurrences`), which the
+optimizer is handed as ``Model.fit`` hands them.
 """
 
 from __future__ import annotations
@@ -24,6 +28,13 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from gaviz.training.window import verdicts
+from gaviz.training.window.occurrences import (
+    Occurrences,
+    concatenated,
+    divided,
+    entries,
+    sum_dtype,
+)
 
 
 class WindowSums(NamedTuple):
@@ -31,7 +42,10 @@ class WindowSums(NamedTuple):
 
     Attributes:
         gradients: per trainable variable, the summed gradient of the summed
-            loss (float32, float64 for float64 variables).
+            loss (float32, float64 for float64 variables); for a variable whose
+            gradient is sparse, its occurrences instead
+            (:class:`~gaviz.training.window.occurrences.Occurrences` while the
+            window fills, a ``tf.IndexedSlices`` once gathered).
         loss_sum: the summed weighted loss, a float32 scalar.
         sample_count: loss elements (samples, tokens, pixels), float32.
         normalizer: what the window will be divided by: ``sample_count``, or
@@ -95,24 +109,50 @@ def _int(value) -> int:
 _RESULT_TYPES = (bool, _int, bool, float, float, _int, _int, _int, float)
 
 
-def zeros(variables) -> WindowSums:
-    """An empty window for ``variables``: every sum zero."""
+def zeros(variables, sparse=frozenset()) -> WindowSums:
+    """An empty window for ``variables``: every sum zero; no occurrences yet for
+    those in ``sparse`` (by index), whose gradients arrive as ``tf.IndexedSlices``."""
     zero = tf.constant(0.0)
-    return WindowSums(
-        [tf.zeros(v.shape, dtype=sum_dtype(v)) for v in variables], zero, zero, zero, zero
-    )
+    return WindowSums([Occurrences.empty(v) if i in sparse else tf.zeros(v.shape, sum_dtype(v))
+                       for i, v in enumerate(variables)], zero, zero, zero, zero)
+
+
+def fresh(sums: WindowSums, variables) -> WindowSums:
+    """An empty window shaped as ``sums``: zeros, and no occurrences where it holds them."""
+    return zeros(variables, sparse_in(sums))
+
+
+def sparse_in(sums: WindowSums) -> frozenset:
+    """The variables (by index) whose window holds occurrences."""
+    return frozenset(i for i, g in enumerate(sums.gradients) if isinstance(g, Occurrences))
+
+
+def gathered(sums: WindowSums, variables) -> WindowSums:
+    """``sums`` with each variable's occurrences gathered into one ``tf.IndexedSlices``
+    (a window's end, before it is reduced across replicas and finished)."""
+    return sums._replace(gradients=[g.gathered(v) if isinstance(g, Occurrences) else g
+                                    for g, v in zip(sums.gradients, variables)])
 
 
 def add(sums: WindowSums, micro: WindowSums) -> WindowSums:
     """Adds one micro-batch's sums into the window's (gradients cast to the sums'
-    dtype; sparse ones summed densely, see :func:`densify`)."""
+    dtype): a sparse gradient's occurrences after the window's, in order; any
+    other gradient into the dense sum (see :func:`densify`)."""
     return WindowSums(
-        [a + densify(g, a, a.dtype) for a, g in zip(sums.gradients, micro.gradients)],
+        [_added(a, g) for a, g in zip(sums.gradients, micro.gradients)],
         sums.loss_sum + micro.loss_sum,
         sums.sample_count + micro.sample_count,
         sums.normalizer + micro.normalizer,
         sums.rows + micro.rows,
     )
+
+
+def _added(total, gradient):
+    if isinstance(total, Occurrences):
+        return total.pushed(gradient)
+    if isinstance(total, tf.IndexedSlices):  # gathered occurrences (a micro-batch's, or a window's)
+        return concatenated(total, gradient)
+    return total + densify(gradient, total, total.dtype)
 
 
 def of_mean(gradients, count, variables, replicas: int = 1) -> WindowSums:
@@ -146,11 +186,10 @@ def of_mean(gradients, count, variables, replicas: int = 1) -> WindowSums:
 def densify(gradient, like, dtype):
     """``gradient`` as a dense tensor of ``like``'s shape, in ``dtype``.
 
-    An Embedding's gradient is a ``tf.IndexedSlices``, one row per lookup: its
-    rows are added into the dense sum here, duplicates included, so the window
-    holds the textbook gradient of its summed loss (the sum of squares that
-    Keras's sparse updates see instead is :mod:`gaviz.training.loss.sparse_gradients`'
-    subject). The dense sum is one copy of the table.
+    A ``tf.IndexedSlices`` whose window holds a dense sum (its variable's
+    gradient was dense when the window was made: see
+    :mod:`gaviz.training.loss.sparse_gradients`) has its rows added here,
+    duplicates included: the textbook gradient of the summed loss.
     """
     if isinstance(gradient, tf.IndexedSlices):
         values = tf.cast(gradient.values, dtype)
@@ -162,11 +201,15 @@ def divide(gradients, divisor, regularization_gradients=None) -> list:
     """The window's gradient: summed gradients over the divisor, plus regularization.
 
     ``g = sum / divisor + grad(penalty)``. A zero divisor (an empty window)
-    gives zeros, never NaN.
+    gives zeros, never NaN. Occurrences (``tf.IndexedSlices``) have their
+    values divided; a regularization gradient None adds nothing (the weight
+    penalty reaches no variable whose gradient is sparse: its dense gradient
+    would make ``Model.fit``'s dense too).
     """
     grads = _divide(gradients, divisor)
     if regularization_gradients is not None:
-        grads = [g + tf.cast(r, g.dtype) for g, r in zip(grads, regularization_gradients)]
+        grads = [g if r is None else g + tf.cast(r, g.dtype)
+                 for g, r in zip(grads, regularization_gradients)]
     return grads
 
 
@@ -184,7 +227,7 @@ def _divide(tensors, divisor) -> list:
     """
     divisor = tf.convert_to_tensor(divisor)
     safe = tf.where(tf.equal(divisor, 0), tf.ones_like(divisor), divisor)
-    return [t / tf.cast(safe, t.dtype) for t in tensors]
+    return [divided(t, safe) for t in tensors]
 
 
 def all_finite(loss, gradients):
@@ -195,15 +238,5 @@ def all_finite(loss, gradients):
     TensorFlow 2.16.2: tests/training/test_training_contract.py, in make test-oldest.)
     """
     checks = [tf.reduce_all(tf.math.is_finite(tf.cast(loss, tf.float32)))]
-    checks += [tf.reduce_all(tf.math.is_finite(g)) for g in gradients]
+    checks += [tf.reduce_all(tf.math.is_finite(entries(g))) for g in gradients]
     return tf.reduce_all(tf.stack(checks))
-
-
-def sum_dtype(variable):
-    """float32 for every variable but float64 ones.
-
-    Half-precision variables still accumulate in float32: summing many small
-    float16 gradients loses them.
-    """
-    dtype = tf.as_dtype(variable.dtype)
-    return tf.float64 if dtype == tf.float64 else tf.float32

@@ -118,10 +118,8 @@ class WindowCycle:
             return tf.constant(0.0), None
         penalty, grads = self.penalty()
         times = self.rule.penalty_times(micro_steps_in_window)
-        variables = self.variables()
-        grads = [tf.zeros(v.shape, arithmetic.sum_dtype(v)) if g is None
-                 else g * tf.cast(times, g.dtype) for g, v in zip(grads, variables)]
-        return penalty * times, grads
+        return penalty * times, [None if g is None else g * tf.cast(times, g.dtype)
+                                 for g in grads]
 
     def penalized(self) -> frozenset:
         """The variables the penalty reaches (their regularizers'), by index."""
@@ -248,10 +246,10 @@ class WindowCycle:
     # -------------------------------------------------------------- 5. reset
 
     def reset(self, sums: WindowSums) -> WindowSums:
-        """What the window after ``sums`` starts from: zeros, as the rule has
-        it (exact: zeros)."""
-        return self.rule.reset(sums, tf.nest.map_structure(tf.zeros_like, sums),
-                               self.variables())
+        """What the window after ``sums`` starts from: zeros (and no
+        occurrences), as the rule has it (exact: zeros)."""
+        variables = self.variables()
+        return self.rule.reset(sums, arithmetic.fresh(sums, variables), variables)
 
 
 def closing(closes, close: Callable, stay: Callable):
@@ -265,11 +263,40 @@ def closing(closes, close: Callable, stay: Callable):
 
 def all_reduce(nest):
     """In replica context: every tensor of ``nest`` summed across replicas, in
-    one batched all-reduce; the same totals on every replica."""
+    one batched all-reduce; the same totals on every replica. A
+    ``tf.IndexedSlices`` (a window's occurrences) is all-gathered instead, as
+    Keras's optimizer all-reduces one: the replicas' rows side by side."""
+    context = tf.distribute.get_replica_context()
+    flat = tf.nest.flatten(nest)
+    sparse = {i for i, value in enumerate(flat) if isinstance(value, tf.IndexedSlices)}
     # identity places loop outputs on this replica's device (all_reduce
     # needs to know where each value lives).
-    local = tf.nest.map_structure(tf.identity, nest)
-    return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, local)
+    dense = [tf.identity(value) for i, value in enumerate(flat) if i not in sparse]
+    summed = iter(context.all_reduce(tf.distribute.ReduceOp.SUM, dense) if dense else [])
+    totals = [_all_gathered(value, context) if i in sparse else next(summed)
+              for i, value in enumerate(flat)]
+    return tf.nest.pack_sequence_as(nest, totals)
+
+
+def _all_gathered(slices: tf.IndexedSlices, context) -> tf.IndexedSlices:
+    """Every replica's rows of ``slices``, in replica order, on every replica.
+
+    Each replica's rows are padded to the longest's (at least one row: a
+    collective of nothing crashes TensorFlow's CPU collectives) and gathered,
+    the padding dropped after.
+    """
+    if context.num_replicas_in_sync == 1:
+        return slices
+    rows = tf.shape(slices.indices, out_type=tf.int64)[:1]
+    lengths = context.all_gather(rows, axis=0)
+    longest = tf.maximum(tf.reduce_max(lengths), 1)
+    padding = [[0, longest - rows[0]]]
+    values = tf.pad(slices.values, padding + [[0, 0]] * (slices.values.shape.rank - 1))
+    indices = tf.pad(tf.cast(slices.indices, tf.int64), padding)
+    keep = tf.reshape(tf.sequence_mask(lengths, longest), [-1])
+    return tf.IndexedSlices(tf.boolean_mask(context.all_gather(values, axis=0), keep),
+                            tf.boolean_mask(context.all_gather(indices, axis=0), keep),
+                            slices.dense_shape)
 
 
 def reduced(strategy, replica_fn):
