@@ -18,8 +18,8 @@ training moved it), and the loss and every compiled metric of the epoch.
 
 Where the two differ, probes look for the cause rather than guess it:
 random layers are turned off and both runs made again; the warnings gaviz
-gave during its run (sparse gradients under an optimizer that is not linear
-in them, a loss added with ``add_loss`` that no window can reproduce) are
+gave during its run (a sparse gradient summed into a dense window, a loss
+added with ``add_loss`` that no window can reproduce) are
 read; batch-statistics layers are named. What no probe explains is said to
 be unexplained.
 """
@@ -464,7 +464,18 @@ def against_noise(weights, optimizer_gaps, own_gaps):
         return gap._replace(allowed=allowed)
 
     weights = sorted(map(judged, weights), key=lambda g: (g.equal, -g.relative))
-    optimizer_gaps = sorted(map(judged, optimizer_gaps), key=lambda g: (g.equal, -g.relative))
+    rounding_only = tuple(name.replace("/", "_") + "_" for name in noise)
+
+    def slot_judged(gap):
+        # The optimizer's state of a variable that moves by rounding alone (its
+        # moments: the rounding, and its square) is rounding too: the
+        # variable's own gap says what it does.
+        if gap.name.split("/", 1)[-1].startswith(rounding_only) and not gap.equal:
+            noise.append(gap.name)
+            return gap._replace(allowed=gap.gap)
+        return judged(gap)
+
+    optimizer_gaps = sorted(map(slot_judged, optimizer_gaps), key=lambda g: (g.equal, -g.relative))
     return weights, optimizer_gaps, noise
 
 
@@ -544,9 +555,10 @@ def _kind(category) -> str:
 
 _ADVICE = {
     SparseGradientWarning: (
-        "Model.fit updates only an Embedding's rows of the batch, each once, where the exact "
-        "window applies the window's dense gradient: under an optimizer that is not linear in "
-        "the gradient they differ. Equal under SGD; the guide's 'Sparse gradients' says more."),
+        "A variable's sparse gradient (an Embedding's rows) was summed into a dense window, "
+        "where Model.fit hands its optimizer each occurrence of a row: under an optimizer "
+        "that is not linear in the gradient they differ. Its gradient changed kind after the "
+        "window was made; the guide's 'Sparse gradients' says more."),
     InexactAddedLoss: (
         "The added loss is a statistic of the whole batch, which no window of micro-batches "
         "reproduces: train with k=1, or add it as a mean over rows."),
