@@ -61,6 +61,10 @@ _WINDOW_CASES = [
     ((1000, 32, 8, "drop"), [256, 256, 256, 232],
      "1000 samples make 32 micro-batches (31 of 32 samples, then one of 8): four full windows "
      "of 8 micro-batches, so nothing is dropped, and the fourth holds 7 x 32 + 8 = 232 samples"),
+    ((100, 10, 3, "flush", 2), [30, 30, 30, 10] * 2,
+     "flush and drop cut each epoch on its own: each of the 2 epochs makes three full windows "
+     "of 3 micro-batches and a partial one of 1, applied; only carry joins two epochs' "
+     "micro-batches in a window"),
     ((900, 32, 8, "carry", 2), [256, 256, 256, 228, 256, 256, 256],
      "900 samples make 29 micro-batches (28 of 32, one of 4); carried, the fourth window takes "
      "epoch 1's last 5 (4 x 32 + 4) and epoch 2's first 3 (3 x 32): 228 samples; then three "

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import math
 
-from gaviz.course.exercise import Exercise, Incorrect, attempted
+from gaviz.course.exercise import Exercise, Incorrect, attempted, raised
 
-#: (base_lr, base_batch, effective_batch, rule) -> the expected rate.
+#: (base_lr, base_batch, effective_batch, rule) -> the expected rate, and what the case is.
 _CASES = (
-    ((0.1, 32, 128, "linear"), 0.4),
-    ((0.1, 256, 64, "linear"), 0.025),  # a smaller batch: a smaller rate
-    ((0.1, 32, 128, "sqrt"), 0.2),
-    ((0.1, 256, 64, "sqrt"), 0.05),
-    ((3e-4, 512, 512, "sqrt"), 3e-4),
+    ((0.1, 32, 128, "linear"), 0.4, "a bigger batch, a bigger rate"),
+    ((0.1, 256, 64, "linear"), 0.025, "a smaller batch, a smaller rate: scaling works both ways"),
+    ((0.1, 32, 128, "sqrt"), 0.2, "a bigger batch, a bigger rate"),
+    ((0.1, 256, 64, "sqrt"), 0.05, "a smaller batch, a smaller rate: scaling works both ways"),
+    ((3e-4, 512, 512, "sqrt"), 3e-4, "the same batch, the same rate"),
 )
 _ZERO = " (every number must be > 0, not >= 0)"
 _BAD = (
@@ -56,10 +56,14 @@ def _why(got, base_lr, base_batch, effective_batch, rule) -> str:
 
 def _check_scaled_learning_rate(scaled_learning_rate) -> str:
     attempted(scaled_learning_rate(0.1, 32, 128))
-    for (base_lr, base_batch, effective_batch, rule), expected in _CASES:
-        got = scaled_learning_rate(base_lr, base_batch, effective_batch, rule=rule)
+    for (base_lr, base_batch, effective_batch, rule), expected, case in _CASES:
         call = (f"scaled_learning_rate({base_lr}, {base_batch}, {effective_batch}, "
                 f"rule={rule!r})")
+        try:
+            got = scaled_learning_rate(base_lr, base_batch, effective_batch, rule=rule)
+        except ValueError as error:
+            said = raised(error, scaled_learning_rate).removeprefix("your code raised ")
+            raise Incorrect(f"{call} raised {said}: these arguments are valid, {case}") from None
         if got is None or isinstance(got, str):
             raise Incorrect(f"{call} returned {got!r}: return the rate, a number")
         if not math.isclose(float(got), expected, rel_tol=1e-9):

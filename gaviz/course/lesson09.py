@@ -242,6 +242,11 @@ def _check_best_epoch(best_epoch) -> None:
 def _check_your_model(make_my_model, fit_accumulated, best_epoch) -> str:
     model = _build(make_my_model)
     _check_model(model)
+    if _build(make_my_model) is model:
+        raise Incorrect("make_my_model returned the same model twice: a model made once, "
+                        "outside it, trains on from wherever the last training left it. Build "
+                        "and compile a new model in each call, so that each run starts fresh "
+                        "(the check trains one through gaviz and one through Model.fit)")
     x, y, validation = _data()
     # Each check trains new models, so their graphs trace anew: TensorFlow's warning about
     # retracing says nothing about the learner's code here.

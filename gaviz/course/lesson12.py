@@ -25,6 +25,7 @@ from gaviz.training.trainer import AccumulationTrainer
 
 _THRESHOLD = 0.5
 _LOSSES = (2.0, 0.9, 0.5, 0.49)  # stops after the fourth: 0.5 is not below 0.5
+_AFTER = 0.9  # an update after the stop, as a call of several windows reports one
 _EPOCHS = 8
 
 
@@ -65,6 +66,15 @@ def _check_made_up_updates(make_early_stop) -> None:
         raise Incorrect(f"after four updates with losses {', '.join(map(str, _LOSSES))}, "
                         f"records should be {expected} (update.update, update.loss); they are "
                         f"{callback.records!r}")
+    # A graph call that runs several windows (windows_per_call) reports each update after it:
+    # the callback may hear of one more, above the threshold, after it asked to stop.
+    callback(_update(len(_LOSSES) + 1, _AFTER))
+    if not trainer.stop_training:
+        raise Incorrect(f"after update {len(_LOSSES)} (loss {_LOSSES[-1]}, below {_THRESHOLD}) "
+                        f"came update {len(_LOSSES) + 1}, loss {_AFTER}, as when one graph call "
+                        "runs several windows (windows_per_call) and the callback hears of each "
+                        "after it: trainer.stop_training went back to False. Set it to True "
+                        "once a loss is below the threshold, and never back to False")
 
 
 def _check_early_stop(make_early_stop) -> str:

@@ -65,6 +65,36 @@ def test_returning_the_loss_after_the_update_is_named():
     fails_with(make_step(after=True), "the loss after the update")
 
 
+def test_a_step_training_another_model_is_named():
+    """A notebook holds a `model` of its own: a step that trains it leaves the given one as it
+    was, which read as a missing apply_gradients."""
+    import keras
+
+    other = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+
+    def make_train_step(model, optimizer, loss_fn):
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, other(x, training=True))
+            optimizer.apply_gradients(zip(tape.gradient(loss, other.trainable_variables),
+                                          other.trainable_variables))
+            return loss
+        return train_step
+
+    fails_with(make_train_step, "trained another model", "the `model` make_train_step was given")
+
+
+def test_a_step_with_an_optimizer_of_its_own_is_named():
+    import keras
+
+    def make_train_step(model, optimizer, loss_fn):
+        own = keras.optimizers.SGD(0.05)
+        return make_step()(model, own, loss_fn)
+
+    fails_with(make_train_step, "moved 0.5 times", "another learning rate")
+
+
 def test_the_hints_come_without_the_solution(capsys):
     lesson02.train_step.hint()
     assert "1 of 3" in capsys.readouterr().out

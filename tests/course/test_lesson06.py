@@ -80,3 +80,17 @@ def test_diagnoses_subject_is_named_in_the_courses_words():
     assert outcome.status == "fail", outcome
     assert "<locals>" not in outcome.message
     assert "lesson 03's loop with your end_of_epoch against the exact trainer" in outcome.message
+
+
+def test_flush_joining_two_epochs_is_named():
+    def joins(num_samples, micro_batch_size, accumulation_steps, tail="flush", epochs=1):
+        full, rest = divmod(num_samples, micro_batch_size)
+        batches = ([micro_batch_size] * full + ([rest] if rest else [])) * epochs
+        windows = [batches[i:i + accumulation_steps]
+                   for i in range(0, len(batches), accumulation_steps)]
+        return [sum(w) for w in windows if len(w) == accumulation_steps or tail == "flush"]
+
+    outcome = lesson06.window_sizes.evaluate(joins)
+    assert outcome.status == "fail", outcome
+    assert "window_sizes(100, 10, 3, 'flush', 2) should be" in outcome.message
+    assert "only carry joins two epochs" in outcome.message

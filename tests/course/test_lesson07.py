@@ -70,6 +70,21 @@ def test_a_zero_batch_accepted_is_named():
         outcome.message
 
 
+def test_a_smaller_batch_refused_is_told_it_is_valid():
+    def refuses(base_lr, base_batch, effective_batch, rule="linear"):
+        if rule not in ("linear", "sqrt") or min(base_lr, base_batch, effective_batch) <= 0:
+            raise ValueError("bad")
+        if effective_batch < base_batch:
+            raise ValueError("smaller")
+        ratio = effective_batch / base_batch
+        return base_lr * (math.sqrt(ratio) if rule == "sqrt" else ratio)
+
+    outcome = EXERCISE.evaluate(refuses)
+    assert outcome.status == "fail"
+    assert "scaled_learning_rate(0.1, 256, 64, rule='linear') raised ValueError" in outcome.message
+    assert "these arguments are valid, a smaller batch, a smaller rate" in outcome.message
+
+
 def test_hints_do_not_give_the_answer_away():
     assert len(EXERCISE.hints) >= 2
     for hint in EXERCISE.hints:

@@ -71,6 +71,18 @@ def test_milliseconds_and_cpu_time_are_named():
     assert "fastest" not in outcome.message
 
 
+def test_one_model_made_outside_make_my_model_is_named():
+    def make():
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+        model.compile(keras.optimizers.SGD(0.01), "mse")
+        return model
+
+    made = make()
+    outcome = lesson09.your_model.evaluate(lambda: made, your_model.fit_accumulated,
+                                           your_model.best_epoch)
+    assert outcome.status == "fail" and "the same model twice" in outcome.message, outcome
+
+
 def test_repeats_is_read_from_the_argument():
     def five(fit_once, repeats):
         fit_once()

@@ -74,6 +74,17 @@ def never_stops(trainer, threshold):
     return on_update
 
 
+def assigns(trainer, threshold):
+    records = []
+
+    def on_update(update):
+        records.append((update.update, update.loss))
+        trainer.stop_training = update.loss < threshold  # the fault: False again after
+
+    on_update.records = records
+    return on_update
+
+
 def test_the_solution_passes():
     outcome = lesson12.early_stop.evaluate(solution.make_early_stop)
     assert outcome.status == "pass", outcome.message
@@ -152,3 +163,10 @@ def test_the_lesson_shows_each_widget_once_with_its_last_frame_for_a_saved_copy(
     assert "widgets" not in executed[0].metadata
     page, _ = nbconvert.HTMLExporter().from_notebook_node(executed[0])
     assert 'class="jupyter-widgets' not in page and page.count("data:image/png") >= len(shown)
+
+
+def test_a_stop_set_back_to_false_is_named():
+    """One graph call of several windows reports each update after it: an update above the
+    threshold may follow the one that stopped."""
+    outcome = lesson12.early_stop.evaluate(assigns)
+    assert outcome.status == "fail" and "went back to False" in outcome.message, outcome

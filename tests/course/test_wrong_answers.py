@@ -244,6 +244,22 @@ for _label, _change, _words in [
     WRONG.setdefault(T.name, []).append(Wrong(_label, (step_maker(**_change),), _words))
 
 
+#: The notebook's own model (lesson 02 builds one at the top): a step may use it by mistake.
+NOTEBOOK_MODEL = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+
+
+@wrong(T, "another model", "the `model` make_train_step was given")
+def make_step_training_the_notebooks_model(model, optimizer, loss_fn):
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, NOTEBOOK_MODEL(x, training=True))
+        gradients = tape.gradient(loss, NOTEBOOK_MODEL.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, NOTEBOOK_MODEL.trainable_variables))
+        return loss
+    return train_step
+
+
 @right(T)
 def make_step_with_losses_reduced_by_hand(model, optimizer, loss_fn):
     @tf.function
@@ -723,6 +739,19 @@ for _label, _change, _words in [
     WRONG.setdefault(S.name, []).append(Wrong(_label, (sizes(**_change),), _words))
 
 
+@wrong(S, "'flush', 2) should be", "cut each epoch on its own")
+def flush_joins_the_epochs(num_samples, micro_batch_size, accumulation_steps, tail="flush",
+                           epochs=1):
+    full, rest = divmod(num_samples, micro_batch_size)
+    one = [micro_batch_size] * full + ([rest] if rest else [])
+    joined = one * epochs if tail in ("flush", "carry") else None
+    windows = ([joined[i:i + accumulation_steps] for i in range(0, len(joined), accumulation_steps)]
+               if joined else [one[i:i + accumulation_steps] for _ in range(epochs)
+                               for i in range(0, len(one), accumulation_steps)])
+    keep = [w for w in windows if len(w) == accumulation_steps or tail == "flush"]
+    return [sum(w) for w in keep]
+
+
 @right(S, heavy=True)
 def sizes_by_slicing(num_samples, micro_batch_size, accumulation_steps, tail="flush", epochs=1):
     if tail not in ("flush", "drop", "carry"):
@@ -768,6 +797,16 @@ for _label, _change, _words in [
         ("zero_allowed", dict(zero_ok=True), ("=0", "> 0, not >= 0")),
         ("sqrt_by_default", dict(rule_default="sqrt"), ("default rule should be 'linear'",))]:
     WRONG.setdefault(K7.name, []).append(Wrong(_label, (rate(**_change),), _words))
+
+
+@wrong(K7, "raised ValueError", "a smaller batch, a smaller rate")
+def a_smaller_batch_refused(base_lr, base_batch, effective_batch, rule="linear"):
+    if rule not in ("linear", "sqrt") or min(base_lr, base_batch, effective_batch) <= 0:
+        raise ValueError("bad arguments")
+    if effective_batch < base_batch:
+        raise ValueError("the effective batch must not be smaller than the base batch")
+    ratio = effective_batch / base_batch
+    return base_lr * (ratio if rule == "linear" else math.sqrt(ratio))
 
 
 @right(K7)
@@ -1032,6 +1071,10 @@ def best_val(history):
     return values.index(min(values)) + 1
 
 
+#: A model made once, in a notebook cell, that make_my_model returns on every call.
+ONE_MODEL = tiny()
+
+
 for _label, _answer, _words, _heavy in [
         ("model_fit_history", (tiny, fit_with(keras_fit=True), best_val),
          ("that History is Model.fit's",), False),
@@ -1051,7 +1094,9 @@ for _label, _answer, _words, _heavy in [
             h.history["val_loss"])), ("the lowest val_loss itself",), False),
         ("best_epoch_the_highest", (tiny, fit_with(), lambda h: int(np.argmax(
             h.history["val_loss"])) + 1), ("*highest* val_loss",), False),
-        ("shuffled", (tiny, fit_with(shuffle=True), best_val), ("Pass shuffle=False",), True)]:
+        ("shuffled", (tiny, fit_with(shuffle=True), best_val), ("Pass shuffle=False",), True),
+        ("one_model_made_outside", (lambda: ONE_MODEL, fit_with(), best_val),
+         ("the same model", "a new model"), False)]:
     WRONG.setdefault(YM.name, []).append(Wrong(_label, _answer, _words, _heavy))
 RIGHT[YM.name] = Wrong("a_functional_model_and_argmin", (
     lambda: _functional(), fit_with(), lambda h: 1 + int(np.argmin(h.history["val_loss"]))),
@@ -1176,7 +1221,7 @@ def freeze_by_walking(model):
 ES = lesson12.early_stop
 
 
-def stopper(compare="<", records="pairs", on="given", shared=None, stop="flag"):
+def stopper(compare="<", records="pairs", on="given", shared=None, stop="flag", assign=False):
     def make_early_stop(trainer, threshold):
         kept = [] if shared is None else shared
 
@@ -1184,7 +1229,9 @@ def stopper(compare="<", records="pairs", on="given", shared=None, stop="flag"):
             kept.append((update.update, update.loss) if records == "pairs" else update.loss)
             below = update.loss <= threshold if compare == "<=" else (
                 update.loss > threshold if compare == ">" else update.loss < threshold)
-            if below:
+            if assign:  # back to False by the next update above the threshold
+                trainer.stop_training = below
+            elif below:
                 if stop == "return":
                     return True
                 (trainer.model if on == "model" else trainer).stop_training = True
@@ -1201,6 +1248,7 @@ for _label, _change, _words, _heavy in [
         ("no_records", dict(records="none"), ("no `records` attribute",), False),
         ("losses_only", dict(records="losses"), ("they are [2.0, 0.9, 0.5, 0.49]",), False),
         ("returns_true", dict(stop="return"), ("stop_training is still False",), False),
+        ("the_comparison_assigned", dict(assign=True), ("back to False", "never back"), False),
         ("a_shared_list", dict(shared=[]), ("make a new list in each make_early_stop call",),
          True)]:
     WRONG.setdefault(ES.name, []).append(Wrong(_label, (stopper(**_change),), _words, _heavy))
