@@ -31,6 +31,12 @@ _BAD = (
 )
 
 
+#: Right answers (the solution, a power, a square root) give the cases' rates exactly in float64
+#: (measured), and another order of the same operations within a few 1e-16; the nearest wrong
+#: one, `//` or a rule swapped, is off by 2x or more. Between:
+_REL_TOL = 1e-9
+
+
 def _scaled(base_lr, ratio, rule):
     return base_lr * (ratio if rule == "linear" else math.sqrt(ratio))
 
@@ -38,7 +44,7 @@ def _scaled(base_lr, ratio, rule):
 def _why(got, base_lr, base_batch, effective_batch, rule) -> str:
     """What a wrong rate ``got`` did, when it is one of the usual mistakes; else ""."""
     def near(value):
-        return value is not None and math.isclose(float(got), value, rel_tol=1e-9, abs_tol=1e-15)
+        return value is not None and math.isclose(float(got), value, rel_tol=_REL_TOL, abs_tol=1e-15)
 
     if near(_scaled(base_lr, base_batch / effective_batch, rule)):
         return (": the ratio is upside down (effective_batch / base_batch: a bigger batch, a "
@@ -66,7 +72,7 @@ def _check_scaled_learning_rate(scaled_learning_rate) -> str:
             raise Incorrect(f"{call} raised {said}: these arguments are valid, {case}") from None
         if got is None or isinstance(got, str):
             raise Incorrect(f"{call} returned {got!r}: return the rate, a number")
-        if not math.isclose(float(got), expected, rel_tol=1e-9):
+        if not math.isclose(float(got), expected, rel_tol=_REL_TOL):
             raise Incorrect(f"{call} gave {got}, expected {expected}"
                             f"{_why(got, base_lr, base_batch, effective_batch, rule)}")
     if scaled_learning_rate(0.1, 32, 128) != scaled_learning_rate(0.1, 32, 128, rule="linear"):

@@ -178,6 +178,13 @@ def _check_history(history) -> None:
         raise Incorrect("history.history has no val_loss: pass validation_data to fit")
 
 
+#: Right answers (the solution, a functional model, another Sequential) give every history entry
+#: within 3.5e-7 of Model.fit's, relatively, and weights within 1.8e-7 (measured); windows of 7
+#: micro-batches for 8 (refused before, by their sizes) would land 2.8e-3 away, and 7.5e-3 in the
+#: weights. 1e-4 is between, for both.
+_HISTORY_RTOL, _WEIGHTS_TOLERANCE = 1e-4, 1e-4
+
+
 def _check_matches_model_fit(make_my_model, history) -> None:
     x, y, validation = _data()
     reference = _build(make_my_model)
@@ -185,13 +192,13 @@ def _check_matches_model_fit(make_my_model, history) -> None:
                              validation_data=validation, verbose=0)
     for name, values in expected.history.items():
         got = history.history.get(name)
-        if got is None or not np.allclose(got, values, rtol=1e-4, atol=1e-6):
+        if got is None or not np.allclose(got, values, rtol=_HISTORY_RTOL, atol=1e-6):
             raise Incorrect(
                 f"history.history[{name!r}] is {np.round(got, 4).tolist() if got else got}; "
                 f"Model.fit(batch_size=256, shuffle=False) gives {np.round(values, 4).tolist()}."
                 " Pass shuffle=False: fit shuffles arrays every epoch, as Model.fit does")
     difference = max_difference(history.model, reference)
-    if difference > 1e-4:
+    if not difference <= _WEIGHTS_TOLERANCE:
         raise Incorrect(f"the weights end {difference:.1e} from Model.fit(batch_size=256)'s")
 
 
