@@ -67,8 +67,10 @@ def token_loss() -> keras.losses.Loss:
 
 
 def dense(gradients):
-    """Gradients as dense tensors: an embedding's gradient arrives as ``IndexedSlices``,
-    which Adam would treat row by row, unlike a sum of micro-batch gradients."""
+    """Gradients as dense tensors: the textbook big batch. An embedding's gradient arrives
+    as ``IndexedSlices``, whose rows Keras's Adam treats one by one (as Model.fit and
+    gaviz do); summed, they give the textbook update, which the exercise's check compares
+    under SGD, where the two agree."""
     return [tf.convert_to_tensor(gradient) for gradient in gradients]
 
 

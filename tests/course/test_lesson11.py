@@ -133,8 +133,10 @@ def test_keras_adam_squares_each_lookup_of_a_row_and_the_textbook_their_sum():
 
 
 def test_with_an_embedding_model_fit_leaves_the_dense_big_batch_with_adam_not_with_sgd():
-    """Section 5: Model.fit on batches of 64, gaviz's trainer (k = 4 micro-batches of 16) and
-    the big batch with its gradient made dense, 2 epochs; gaviz warns with Adam only."""
+    """The first cell's pointer to sparse gradients: Model.fit on batches of 64, gaviz's
+    trainer (k = 4 micro-batches of 16) and the big batch with its gradient made dense,
+    2 epochs: gaviz is Model.fit, which leaves the dense big batch with Adam, not with
+    SGD; nothing is said."""
     from gaviz.course import max_difference
 
     tokens = np.random.default_rng(0).integers(0, 50, size=(256, 10))
@@ -167,12 +169,12 @@ def test_with_an_embedding_model_fit_leaves_the_dense_big_batch_with_adam_not_wi
             gaviz.AccumulationTrainer(exact, accumulation_steps=4).fit(
                 tokens, targets, batch_size=16, epochs=2, shuffle=False, verbose=0)
         dense_big_batches(dense)
-        gaps[name] = (max_difference(fitted, dense), max_difference(exact, dense),
+        gaps[name] = (max_difference(fitted, dense), max_difference(exact, fitted),
                       max_difference(dense, token_model(make())),
-                      [w.category for w in caught])
+                      [w.category for w in caught if issubclass(w.category, UserWarning)])
     fit_gap, gaviz_gap, moved, said = gaps["Adam"]
-    assert gaviz_gap < 1e-6 and fit_gap > moved > 1e-2, gaps  # the lesson: 2.0e-01 against 0.079
-    assert said == [gaviz.SparseGradientWarning], said
+    assert gaviz_gap < 1e-6 and fit_gap > moved > 1e-2, gaps  # 2.0e-01 against 0.079
+    assert said == [], said
     fit_gap, gaviz_gap, moved, said = gaps["SGD"]
     assert gaviz_gap < 1e-6 and fit_gap < 1e-6 and moved > 0.1 and said == [], gaps
 
