@@ -356,3 +356,28 @@ def test_the_accumulator_refuses_a_gradient_that_changes_kind():
     dense = [tf.convert_to_tensor(g) for g in gradients]
     with pytest.raises(ValueError, match="keep their kind.*tokens/embeddings"):
         acc.add(dense, B)
+
+
+def test_a_window_of_more_rows_than_its_table_keeps_them_all():
+    """The choice where occurrences outgrow the dense table (here windows of 72 rows,
+    three micro-batches of 4 x 6 tokens, of a table of 5): gaviz keeps every row, since
+    Model.fit's update needs each, and stays equal to it; its memory is the rows'
+    (docs/guide/own_loop.md, benchmark 6)."""
+    x, y = skewed_tokens(vocab=5)
+    ours = compiled(pooled(vocab=5), OPTIMIZERS["Adam"]())
+    theirs = compiled(pooled(vocab=5), OPTIMIZERS["Adam"]())
+    start = start_of(ours)
+    acc = gaviz.Accumulator(ours.optimizer, ours.trainable_variables, K)
+    loss = keras.losses.MeanSquaredError()
+    kept = []
+    for s in range(0, ROWS, B):
+        with tf.GradientTape() as tape:
+            value = loss(y[s:s + B], ours(x[s:s + B], training=True))
+        gradients = tape.gradient(value, ours.trainable_variables)
+        if int(acc.micro_steps_in_window) == K - 1:
+            kept.append(len(acc.gradient_sums[0].values.numpy()))
+        acc.step(gradients, B)
+    acc.flush()
+    theirs.fit(x, y, batch_size=K * B, shuffle=False, verbose=0)
+    assert kept == [(K - 1) * B * LENGTH] * 3  # 48 rows of a 5-row table before each last step
+    assert_same_weights(ours, theirs, start, K * B)
