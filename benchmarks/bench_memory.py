@@ -11,8 +11,8 @@ Four configurations, each in a fresh process (the script runs itself with
 k = 8; a textbook ``tf.function`` train step at batch 32 and at batch 256;
 gaviz with k = 1 on batches of 256. Accumulation should cost about one copy
 of the parameters (the window's sums) over plain batch 32; batch 256's
-activations grow with the batch. (An Embedding's window sum is dense too: a
-copy of the whole table, whatever rows the window looked up.)
+activations grow with the batch. (An Embedding's window holds the rows it
+looked up, not a sum: benchmarks/bench_sparse.py.)
 
 Each child runs one untimed warm-up epoch (tracing, optimizer slots, caches),
 resets TensorFlow's allocator statistics, then runs the measured epoch; we

@@ -16,7 +16,7 @@ import os
 import textwrap
 
 ORDER = ["dispatch", "own_loop", "pipelines", "compute", "memory", "scaling", "allreduce",
-         "dashboard"]
+         "dashboard", "sparse"]
 README_START = "<!-- benchmarks: start (written by benchmarks/report.py) -->"
 README_END = "<!-- benchmarks: end -->"
 # The README's headline targets: (benchmark, the start of the target's `what`).
@@ -122,11 +122,12 @@ def figure(results: list[dict], path: str):
     fig = plt.figure(figsize=(28, 13))
     # The targets' text (spare) spans a row: its lines are long.
     axes = fig.subplot_mosaic([["dispatch", "own_loop", "pipelines", "memory", "dashboard"],
-                               ["compute", "time_k", "loss_k", "allreduce", "allreduce"],
+                               ["compute", "time_k", "loss_k", "allreduce", "sparse"],
                                ["spare"] * 5], height_ratios=[1, 1, 0.9])
     (dispatch, pipelines, own_loop, compute, memory, dashboard, time_k, loss_k, allreduce,
-     spare) = (axes[name] for name in ("dispatch", "pipelines", "own_loop", "compute", "memory",
-                                       "dashboard", "time_k", "loss_k", "allreduce", "spare"))
+     sparse, spare) = (axes[name] for name in (
+        "dispatch", "pipelines", "own_loop", "compute", "memory", "dashboard", "time_k", "loss_k",
+        "allreduce", "sparse", "spare"))
     spare.axis("off")
     verdicts = [
         f"{'met' if t['met'] else 'MISSED'}: {r['title'].split(':')[0]}, "
@@ -203,6 +204,19 @@ def figure(results: list[dict], path: str):
     allreduce.set_title("4. Two logical CPUs, MirroredStrategy")
     allreduce.legend(fontsize=8)
     allreduce.grid(True, alpha=0.3)
+
+    p = by_name["sparse"]
+    for (configuration, series), style in zip(p["mib"].items(), ("o-", "s--", "^:")):
+        sparse.plot(p["k"], series, style, label=p["labels"][configuration].split(" (")[0])
+    sparse.axhline(p["table_mib"], color="tab:gray", lw=1, label="the table's bytes")
+    sparse.set_ylim(bottom=0)
+    sparse.set_xscale("log", base=2)
+    sparse.set_xticks(p["k"], [str(k) for k in p["k"]])
+    sparse.set_xlabel("accumulation_steps k")
+    sparse.set_ylabel("peak growth (MiB)")
+    sparse.set_title("6. An Embedding's window", loc="right")  # the figure's edge
+    sparse.legend(fontsize=7, loc="lower right")
+    sparse.grid(True, alpha=0.3)
 
     fig.suptitle("gaviz benchmarks: " + environment_line(results), fontsize=11)
     fig.tight_layout()

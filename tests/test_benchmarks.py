@@ -62,6 +62,9 @@ def fake_results(directory: Path):
         "allreduce": {"k": [1, 2, 4], "per_update_ms": [50.0, 45.0, 40.0],
                       "per_micro_step_ms": [50.0, 55.0, 60.0]},
         "dashboard": {"first": [0.5, 0.7, 0.6], "total": [2.0, 2.5, 2.2]},
+        "sparse": {"k": [2, 8, 32], "table_mib": 29.3,
+                   "mib": {c: [10.0, 30.0, 70.0] for c in ("occurrences", "dense", "keras")},
+                   "labels": {c: c for c in ("occurrences", "dense", "keras")}},
     }
     for name in report.ORDER:
         result = {
