@@ -200,10 +200,11 @@ def raised(error: BaseException, *answer) -> str:
     with the cause named when it is one of :data:`KNOWN_ERRORS` (TensorFlow's message then
     points into its generated code, not at the fault). When the error passed through no line
     of the learner's (TensorFlow or gaviz choked on what the learner's function returned), the
-    line that defines the learner's function (the first of ``answer`` that is one)."""
+    line that defines the learner's function, when the answer is one function (of several,
+    which one the fault is in is not known)."""
     text = _AUTOGRAPH_NAME.sub(r"\1", str(error))
-    where = _user_line(error) or next(
-        (line for line in map(defined_at, filter(callable, answer)) if line), "")
+    functions = [part for part in answer if callable(part)]
+    where = _user_line(error) or (defined_at(functions[0]) if len(functions) == 1 else "")
     for words, cause in KNOWN_ERRORS:
         if words in text:
             return f"your code raised {type(error).__name__}{where}: {cause}"
