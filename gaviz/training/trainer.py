@@ -17,6 +17,10 @@ from typing import Callable, Iterable
 import tensorflow as tf
 
 from gaviz import _keras, _tensorflow
+from gaviz.training.cached import choice as cached_choice
+from gaviz.training.cached.cached_window import CachedWindow, Window
+from gaviz.training.cached.kept import spec_of
+from gaviz.training.cached.store import KeptStore
 from gaviz.training.data import feeds, preprocessing
 from gaviz.training.fit import batch_layers, call_size, checks, compiling, fitting, validation
 from gaviz.training.fit.history import History, Update
@@ -28,6 +32,7 @@ from gaviz.training.loss import added_loss, row_means
 from gaviz.training.loss.objective import NORMALIZATIONS, Objective, check_loss
 from gaviz.training.loss.own_loss import OwnLoss
 from gaviz.training.verify import verification
+from gaviz.training.verify.runs import verification_runs
 from gaviz.training.window import rules
 from gaviz.training.window.tail import POLICIES, Tail
 from gaviz.training.window.window_cycle import WindowCycle
@@ -140,6 +145,12 @@ class AccumulationTrainer(tf.Module):
             metrics): Keras metric objects or names, updated on every
             micro-batch, so their epoch values are the big batch's.
         loss_weights: as ``compile`` takes them (default: the compiled ones).
+        cached_window: ``"auto"`` (default): a compiled loss whose rows
+            couple (in-batch negatives, Circle, Dice) or that is not one value
+            per row trains with the cached window (``gaviz.training.cached``:
+            the loss once on the window's outputs, one more forward pass per
+            micro-batch), said once; ``True``: the cached window for any
+            compiled loss; ``False``: such a loss is refused by name.
 
     Raises:
         TypeError, ValueError: an argument is not what is described above.
@@ -172,6 +183,7 @@ class AccumulationTrainer(tf.Module):
         windows_per_call: int | str = "auto",
         metrics=None,
         loss_weights=None,
+        cached_window: bool | str = "auto",
     ):
         super().__init__(name="accumulation_trainer")
         _keras.check_version()
@@ -191,6 +203,8 @@ class AccumulationTrainer(tf.Module):
         self.model = model
         self._jit_compile_asked = checks.check_one_of("jit_compile", jit_compile,
                                                       ("auto", True, False))
+        self.cached_window = checks.check_one_of("cached_window", cached_window,
+                                                 cached_choice.CHOICES)
         batch_layers.warn_batch_dependent(model, "k" if self.schedule.varies
                                           else self.accumulation_steps)
         self._compile(optimizer, loss, normalize, metrics, loss_weights)
@@ -205,6 +219,8 @@ class AccumulationTrainer(tf.Module):
         #: (their gradients arrive as tf.IndexedSlices): found on the first
         #: micro-batch, before the window loop's first trace.
         self._sparse = None
+        # Why windows are cached (None: summed), a micro-batch's spec, a carried window.
+        self._cached, self._micro_spec, self._kept = None, None, None
         self._built, self._checked_spec, self._trained = False, None, []
         self._state_watched = False  # layers updating their own state: checked once
         self._build_when_built()
@@ -222,7 +238,8 @@ class AccumulationTrainer(tf.Module):
             skipped_windows=self.state.skipped_windows,
         )
         sparse = self._sparse or frozenset()
-        xla = compiling.xla_mode(self.model, self._jit_compile_asked, sparse=bool(sparse))
+        xla = compiling.xla_mode(self.model, self._jit_compile_asked,
+                                 gathers=bool(sparse) or bool(self._cached))
         #: Whether XLA compiles the window loop or its micro-steps (what
         #: ``jit_compile="auto"`` chose, as Keras's ``model.jit_compile`` says).
         self.jit_compile = xla != "off"
@@ -232,6 +249,9 @@ class AccumulationTrainer(tf.Module):
             forward_backward, cycle, self.state, self.strategy, self.rule, Tail(self.tail),
             loss_tracker=_keras.loss_tracker(self.model), capacity=self.call_size.capacity,
             xla=xla, micro_steps_in_flight=self.micro_steps_in_flight or 1, sparse=sparse,
+            window=self._cached and CachedWindow(
+                self.model, self.optimizer, self._micro_spec, forward_backward.reach,
+                self._kept, sparse, jit=xla != "off"),
         )
 
     def _compile(self, optimizer, loss, normalize, metrics, loss_weights):
@@ -309,7 +329,7 @@ class AccumulationTrainer(tf.Module):
             self._compile(None, None, self.objective.requested, None, None)
             self.state.window.forget()
             self._built, self._checked_spec, self._trained = False, None, []
-            self._sparse = None
+            self._sparse, self._cached = None, None
             self._build_when_built(after_restore=False)
         elif self._built and [id(v) for v in model.trainable_variables] != self._trained:
             raise ValueError(
@@ -499,7 +519,7 @@ class AccumulationTrainer(tf.Module):
         """
         k = self.accumulation_steps_for(1)
         m, sample = verification.plan(x, y, sample_weight, batch_size, micro_batch_size, k)
-        runs, attributes = _verification_runs(self, k, m, class_weight)
+        runs, attributes = verification_runs(self, k, m, class_weight)
         return verification.verify(self.model, self.optimizer, k, m, sample, runs,
                                    self.state.variables, attributes)
 
@@ -533,8 +553,8 @@ class AccumulationTrainer(tf.Module):
             if not self.model.trainable_variables:
                 raise ValueError("`model` has no trainable variables: nothing to train.")
             self._build_when_built()
-        if self.own_loss is None:  # an own compute_loss makes the loss, targets included
-            self.objective.build(y, y_pred)
+        if self.own_loss is None and not self._cached:  # an own compute_loss makes its loss
+            self._choose_window(feed, first, y_pred)
         if self._checked_spec is None:  # once per trainer (or compile)
             self._check_own_losses(feed)
         with self.strategy.scope():
@@ -551,22 +571,37 @@ class AccumulationTrainer(tf.Module):
                 replicas=self.strategy.num_replicas_in_sync,
             )
         if (self.window_loop.micro_steps_in_flight != self.micro_steps_in_flight
-                or self.window_loop.sparse != self._sparse):
+                or self.window_loop.sparse != self._sparse
+                or isinstance(self.window_loop.window, CachedWindow) != bool(self._cached)):
+            self.window_loop = self._window_loop()
+
+    def _choose_window(self, feed, first, y_pred):
+        """Resolves the compiled loss on the first micro-batch, and, once, chooses
+        how windows are made: summed, or the cached window where the loss couples
+        rows or is not one value per row (``cached_window``)."""
+        self._cached = cached_choice.reason(
+            self.cached_window, self.schedule.accumulates(),
+            build=lambda: self.objective.build(unpack(first)[1], y_pred),
+            check=lambda: self._checked_spec is None and self.objective.unknown_terms() and (
+                self.objective.check_rows(row_means.probe_batch(
+                    feed.probe(row_means.PROBE_ROWS), self.model))),
+            rule=self.rule, strategy=self.strategy, stacklevel=5)
+        if self._cached:
+            self._micro_spec = tuple(spec_of(part) for part in unpack(first))
+            if self._carries and self._kept is None:
+                self._kept = KeptStore(self._micro_spec, Window)
             self.window_loop = self._window_loop()
 
     def _find_sparse_gradients(self, first):
-        """Which variables' windows hold occurrences: those whose gradient a
-        micro-step gives as ``tf.IndexedSlices``, unless the weight penalty
-        reaches them (its dense gradient makes Model.fit's dense too)."""
+        """Which variables' windows hold occurrences: those a micro-step gives
+        ``tf.IndexedSlices``, unless the weight penalty reaches them (dense then)."""
         loop = self.window_loop
-        found = loop.forward_backward.sparse(tuple(first), self.strategy)
+        found = loop.window.sparse_gradients(tuple(first), self.strategy)
         self._sparse = found - loop.cycle.penalized()
         if self._sparse and self.state.carries:
             self.state.window.keep_occurrences(self.model.trainable_variables, self._sparse)
         if self._sparse and self.strategy.num_replicas_in_sync > 1:
-            call_size.warn_held(self.windows_per_call, "sparse gradients gathered across "
-                                f"{self.strategy.num_replicas_in_sync} replicas", stacklevel=4)
-            self.call_size.hold_at_one()
+            self.call_size.hold_at_one(self.windows_per_call, self.num_replicas, stacklevel=4)
 
     def _check_own_losses(self, feed):
         """Checks the loss, on rows drawn from across the data: a compiled loss
@@ -575,52 +610,17 @@ class AccumulationTrainer(tf.Module):
         where the trainer cannot take it exactly, said (by name) where
         accumulation cannot be exact."""
         accumulates = self.schedule.accumulates()
-        # At one micro-batch a window, a window is Model.fit's batch: rows may couple.
-        compiled = self.own_loss is None and accumulates and self.objective.unknown_terms()
-        if not compiled and self.own_loss is None and not added_loss.may_add_losses(self.model):
+        if self.own_loss is None and not added_loss.may_add_losses(self.model):
             return
-        x, y, sample_weight = unpack(feed.probe(row_means.PROBE_ROWS))
-        if compiled:
-            self.objective.check_rows(
-                row_means.Batch(x, y, self.model(x, training=False), sample_weight))
-        added = added_loss.find(self.model, x) if added_loss.may_add_losses(self.model) else None
+        probe = feed.probe(row_means.PROBE_ROWS)
+        added = (added_loss.find(self.model, probe[0]) if added_loss.may_add_losses(self.model)
+                 else None)
         if self._added_loss_only:
             added_loss.check_only_loss(added)
             return
         if self.own_loss is not None:
-            y_pred = self.model(x, training=False)
-            self.own_loss.check(row_means.Batch(x, y, y_pred, sample_weight))
-        fixed = self.own_loss is not None or self.objective.fixed_count_per_row(feed.element_spec)
+            self.own_loss.check(row_means.probe_batch(probe, self.model))
+        fixed = (self.own_loss is not None or bool(self._cached)
+                 or self.objective.fixed_count_per_row(feed.element_spec))
         added_loss.warn_where_inexact(added, accumulates, fixed, self.objective.divides_by,
                                       stacklevel=4)
-
-
-def _verification_runs(trainer: AccumulationTrainer, k: int, m: int, class_weight):
-    """What ``verify`` runs on ``trainer`` at micro-batches of ``m``, and the
-    attributes the runs change (put back afterwards)."""
-    model = trainer.model
-
-    def prepare(rows):
-        trainer._follow_compile()
-        trainer._checked_spec = None  # the model's losses checked again, their warnings heard
-        data = feeds.FitData(rows.x, rows.y, m, False, rows.sample_weight, class_weight, 0.0,
-                             None, None)
-        trainer._prepare(feeds.make_feed(data, model, trainer.strategy,
-                                         targets=trainer._needs_targets))
-
-    def gaviz_run(rows):
-        return trainer.fit(rows.x, rows.y, m, epochs=1, verbose=0, shuffle=False,
-                           sample_weight=rows.sample_weight, class_weight=class_weight).history
-
-    def keras_run(rows):
-        return model.fit(rows.x, rows.y, k * m, epochs=1, verbose=0, shuffle=False,
-                         sample_weight=rows.sample_weight, class_weight=class_weight).history
-
-    def refresh():  # after a layer's setting changed: both traced anew
-        trainer.window_loop = trainer._window_loop()
-        model.train_function = None
-
-    attributes = {model: ("train_function", "history", "stop_training"),
-                  trainer: ("_checked_spec", "_state_watched", "window_loop"),
-                  trainer.call_size: ("size", "listening")}
-    return verification.Runs(prepare, gaviz_run, keras_run, refresh), attributes

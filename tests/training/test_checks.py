@@ -117,10 +117,13 @@ def test_targets_with_another_batch_size():
 
 
 def test_loss_that_reduces_to_a_scalar():
+    """A scalar loss trains with the cached window (tests/training/test_cached_window.py),
+    or, with cached_window=False, is refused by name."""
     x, y = data()
     mean_loss = lambda y_true, y_pred: tf.reduce_mean(tf.square(y_true - y_pred))  # noqa: E731
     with pytest.raises(ValueError, match="returned a scalar"):
-        trainer(loss=mean_loss).fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(4))
+        trainer(loss=mean_loss, cached_window=False).fit(
+            tf.data.Dataset.from_tensor_slices((x, y)).batch(4))
 
 
 def test_loss_that_fails_on_the_targets():

@@ -1,6 +1,8 @@
 """Every compiled loss is known per-row or checked for coupled rows before
 training (gaviz.training.loss.row_losses): Circle, in-batch negatives and a loss
-that normalizes over its batch are refused by name; Keras's per-row losses are
+that normalizes over its batch train with the cached window
+(tests/training/test_cached_window.py), or, with cached_window=False, are
+refused by name; Keras's per-row losses are
 not probed and stay equal to Model.fit, and so do an own per-row function, a
 sample-weighted and a masked per-token Loss. A window whose loss counts
 nothing steps as Model.fit does on such a batch."""
@@ -76,8 +78,9 @@ def test_a_loss_that_couples_rows_is_refused_by_name_before_training(name, feed)
     x, y = labelled()
     data = dict(x=x, y=y, batch_size=B) if feed == "arrays" else dict(
         x=tf.data.Dataset.from_tensor_slices((x, y)).batch(B))
-    with pytest.raises(gaviz.CoupledLoss, match=says + r".*accumulation_steps=1.*Accumulator"):
-        gaviz.AccumulationTrainer(model, accumulation_steps=K).fit(**data, epochs=1, verbose=0)
+    with pytest.raises(gaviz.CoupledLoss, match=says + r".*cached_window='auto'.*Accumulator"):
+        gaviz.AccumulationTrainer(model, accumulation_steps=K, cached_window=False).fit(
+            **data, epochs=1, verbose=0)
     assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), before))
 
 
@@ -87,15 +90,17 @@ def test_a_coupled_loss_is_found_on_rows_from_across_the_data():
     x, y = labelled()
     order = np.argsort(y, kind="stable")
     with pytest.raises(gaviz.CoupledLoss):
-        gaviz.AccumulationTrainer(embedder(keras.losses.Circle()), accumulation_steps=K).fit(
-            x[order], y[order], batch_size=B, epochs=1, verbose=0)
+        gaviz.AccumulationTrainer(embedder(keras.losses.Circle()), accumulation_steps=K,
+                                  cached_window=False).fit(x[order], y[order], batch_size=B,
+                                                           epochs=1, verbose=0)
 
 
 def test_the_trainers_own_loss_argument_and_one_output_of_several_are_checked():
     x, y = labelled()
     with pytest.raises(gaviz.CoupledLoss, match="'circle' couples"):
         gaviz.AccumulationTrainer(embedder("mse"), loss=keras.losses.Circle(),
-                                  accumulation_steps=K).fit(x, y, batch_size=B, verbose=0)
+                                  accumulation_steps=K, cached_window=False).fit(
+            x, y, batch_size=B, verbose=0)
     keras.utils.set_random_seed(1)
     inputs = keras.Input((6,))
     hidden = keras.layers.Dense(8, activation="tanh")(inputs)
@@ -108,16 +113,16 @@ def test_the_trainers_own_loss_argument_and_one_output_of_several_are_checked():
     targets = {"embedding": y, "score": x[:, :1]}
     with pytest.raises(gaviz.CoupledLoss,
                        match="'in_batch_negatives' for output 'embedding' couples"):
-        gaviz.AccumulationTrainer(model, accumulation_steps=K).fit(x, targets, batch_size=B,
-                                                                   verbose=0)
+        gaviz.AccumulationTrainer(model, accumulation_steps=K, cached_window=False).fit(
+            x, targets, batch_size=B, verbose=0)
 
 
 def test_a_call_that_reduces_otherwise_is_refused():
     x, y = labelled()
     with pytest.raises(ValueError, match=r"'error_over_targets' \(ErrorOverTargets\) overrides "
                                          r"__call__.*divided by the number of loss elements"):
-        gaviz.AccumulationTrainer(embedder(ErrorOverTargets()), accumulation_steps=K).fit(
-            x, y, batch_size=B, verbose=0)
+        gaviz.AccumulationTrainer(embedder(ErrorOverTargets()), accumulation_steps=K,
+                                  cached_window=False).fit(x, y, batch_size=B, verbose=0)
 
 
 def test_a_coupled_loss_at_one_micro_batch_a_window_is_model_fit():

@@ -43,11 +43,18 @@ class CallSize:
         self.held = False
         self._tensors = {}
 
-    def hold_at_one(self) -> None:
-        """From now on one window a call: each window's sparse gradients are
-        all-gathered across replicas in a shape of their own, and TensorFlow's
-        collectives fix an operation's shape at its first run within a call."""
+    def hold_at_one(self, windows_per_call, replicas: int, stacklevel: int = 2) -> None:
+        """From now on one window a call (said where ``windows_per_call`` asked
+        for more): each window's sparse gradients are all-gathered across
+        ``replicas`` in a shape of their own, and TensorFlow's collectives fix an
+        operation's shape at its first run within a call."""
         self.held = True
+        if windows_per_call != "auto" and windows_per_call > 1:
+            warnings.warn(f"windows_per_call={windows_per_call} runs one window per graph call "
+                          f"here: sparse gradients are gathered across {replicas} replicas, in "
+                          "a shape of each window's own, which TensorFlow's collectives fix at "
+                          "their first run within a call. The numbers are the same.",
+                          UserWarning, stacklevel=stacklevel + 1)
 
     def next(self) -> tf.Tensor:
         size = 1 if (self.auto and self.listening) or self.held else self.size
@@ -60,15 +67,6 @@ class CallSize:
         grow = self.may_grow and not self.listening and not self.held and windows == self.size
         if grow and seconds < AUTO_CALL_SECONDS:
             self.size = min(2 * self.size, AUTO_MAX_WINDOWS)
-
-
-def warn_held(windows_per_call, why: str, stacklevel: int = 2) -> None:
-    """Says that an int ``windows_per_call`` above one runs one window a call (``why``)."""
-    if windows_per_call != "auto" and windows_per_call > 1:
-        warnings.warn(f"windows_per_call={windows_per_call} runs one window per graph call "
-                      f"here: {why}, in a shape of each window's own, which TensorFlow's "
-                      "collectives fix at their first run within a call. The numbers are "
-                      "the same.", UserWarning, stacklevel=stacklevel + 1)
 
 
 def worker_count(strategy) -> int:

@@ -232,3 +232,29 @@ def check_verbose(verbose):
             f'`verbose` must be 0, 1, 2 or "auto". Received: verbose={verbose!r}'
         )
     return int(verbose)
+
+
+def check_cached_window(strategy, exact_rule: bool) -> None:
+    """The cached window runs on one replica, with the exact rule.
+
+    Raises:
+        ValueError: several replicas (Model.fit's loss sees each replica's
+            contiguous share of its batch, a window's replicas a part of every
+            micro-batch: no window groups its rows as Model.fit does), or a
+            rule other than the exact one.
+    """
+    replicas = strategy.num_replicas_in_sync
+    if replicas > 1:
+        raise ValueError(
+            f"The loss couples a batch's rows and the strategy has {replicas} replicas: "
+            "Model.fit computes such a loss on each replica's contiguous share of its batch, "
+            "where a window's replicas each hold a part of every micro-batch, so no window "
+            "groups the rows as Model.fit does. Train it on one replica (the cached window, "
+            "cached_window='auto'), or with accumulation_steps=1 under the strategy."
+        )
+    if not exact_rule:
+        raise ValueError(
+            "The loss couples a batch's rows, which the cached window trains exactly; a "
+            "trainer with another `rule` sums micro-batches by that rule instead. Use the "
+            "exact trainer for such a loss."
+        )

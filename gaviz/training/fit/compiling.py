@@ -142,13 +142,13 @@ def weight_bytes(model) -> int:
                for v in model.trainable_variables)
 
 
-def xla_mode(model, jit_compile: bool | str, sparse: bool = False) -> str:
+def xla_mode(model, jit_compile: bool | str, gathers: bool = False) -> str:
     """How XLA compiles ``model``'s window loop: ``"off"`` without
     ``jit_compile``; ``"whole_call"`` on arrays; ``"per_micro_batch"`` (with a
     warning) where XLA would slow the whole loop down: convolutions on a CPU;
-    ``"per_micro_batch"`` too where a gradient is ``sparse`` (an Embedding's):
-    the window gathers each micro-batch's rows, a number XLA would need to
-    know in advance (``"auto"``: ``"off"``, as for a dataset's micro-steps).
+    ``"per_micro_batch"`` too where a window ``gathers`` rows (an Embedding's
+    sparse gradient, a cached window's micro-batches), a number XLA would need
+    to know in advance (``"auto"``: ``"off"``, as for a dataset's micro-steps).
 
     ``"auto"`` is ``"arrays"`` (the whole call on arrays, as
     ``"whole_call"``, once the trainer has run
@@ -165,10 +165,10 @@ def xla_mode(model, jit_compile: bool | str, sparse: bool = False) -> str:
     if jit_compile == "auto":
         fast = _keras.model_supports_jit(model) and not _slow_in_a_cpu_xla_loop(model)
         small = weight_bytes(model) <= AUTO_XLA_MAX_WEIGHT_BYTES
-        return "arrays" if fast and small and not sparse else "off"
+        return "arrays" if fast and small and not gathers else "off"
     if not jit_compile:
         return "off"
-    if sparse:
+    if gathers:
         return "per_micro_batch"
     slow = _slow_in_a_cpu_xla_loop(model)
     if slow:

@@ -17,16 +17,14 @@ train function from a step function: the micro-step
 
 from __future__ import annotations
 
-import functools
-
 import tensorflow as tf
 
 from gaviz.training.fit.compiling import AUTO_XLA_AFTER_MICRO_STEPS, XLA_MODES
 from gaviz.training.loop import sources
-from gaviz.training.loop.forward_backward import ForwardBackward, clip_mean_gradient, unpack
+from gaviz.training.loop.forward_backward import ForwardBackward
 from gaviz.training.loop.state import TrainerState
-from gaviz.training.loss import sparse_gradients
-from gaviz.training.window import arithmetic, rules, window_cycle
+from gaviz.training.loop.summing import SummingWindow
+from gaviz.training.window import rules, window_cycle
 from gaviz.training.window.arithmetic import WindowResult
 from gaviz.training.window.tail import Tail
 from gaviz.training.window.verdicts import ACCEPTED, REFUSALS
@@ -58,18 +56,22 @@ class WindowLoop:
         sparse: the trained variables (by index) whose gradients arrive as
             ``tf.IndexedSlices``: their windows hold occurrences
             (:mod:`gaviz.training.window.occurrences`), not dense sums.
+        window: how a window is made from its micro-batches: a
+            :class:`~gaviz.training.loop.summing.SummingWindow` (the default,
+            by ``rule``), or a
+            :class:`~gaviz.training.cached.cached_window.CachedWindow`.
     """
 
     def __init__(self, forward_backward: ForwardBackward, cycle: WindowCycle,
                  state: TrainerState, strategy, rule: rules.Rule = rules.EXACT,
                  tail: Tail = FLUSH, loss_tracker=None, capacity: int = 1, xla: str = "off",
-                 micro_steps_in_flight: int = 1, sparse=frozenset()):
+                 micro_steps_in_flight: int = 1, sparse=frozenset(), window=None):
         self.forward_backward, self.cycle = forward_backward, cycle
         self.state, self.strategy, self.rule = state, strategy, rule
         self.tail, self.loss_tracker, self.capacity = tail, loss_tracker, capacity
         self.xla, self.micro_steps_in_flight = xla, micro_steps_in_flight
         self.sparse = frozenset(sparse)
-        self._densified_said = False  # a sparse gradient summed densely: said once
+        self.window = window or SummingWindow(forward_backward, cycle, state.window, rule, sparse)
         #: Whether XLA compiles a whole call on arrays (every micro-step,
         #: update and the window loop in one program), not only each micro-step.
         self.whole_call_compiled = XLA_MODES[xla].whole_call
@@ -167,8 +169,7 @@ class WindowLoop:
         (so the error is raised with the weights of the update before it).
         """
         state, strategy = self.state, self.strategy
-        sums = strategy.run(functools.partial(state.window.read, sparse=self.sparse),
-                            args=(self.forward_backward.variables(),))
+        sums = strategy.run(self.window.start, args=(self.forward_backward.variables(),))
         in_window = state.micro_steps_in_window.read_value()
 
         def more(go_on, done, sums, in_window, reports):
@@ -190,8 +191,8 @@ class WindowLoop:
             (tf.constant(True), tf.constant(0), sums, in_window, self._reports(whole)),
             parallel_iterations=1,
         )
-        if state.carries:
-            strategy.run(state.window.write, args=(sums,))
+        if self.window.carries:
+            strategy.run(self.window.keep, args=(sums,))
         state.micro_steps_in_window.assign(in_window)
         return reports.stack(), done
 
@@ -228,7 +229,7 @@ class WindowLoop:
         with tf.name_scope("close"):
             sums, in_window = closing(
                 self.tail.closes(full),
-                lambda: (self.strategy.run(self.cycle.reset, args=(sums,)),
+                lambda: (self.strategy.run(self.window.fresh, args=(sums,)),
                          tf.constant(0, tf.int64)),
                 lambda: (sums, in_window))
         return sums, in_window, result
@@ -237,31 +238,9 @@ class WindowLoop:
         """Micro-steps until the window is full or the data runs out."""
 
         def add_micro_batch(element, sums):
-            return self.strategy.run(self._replica_add, args=(element, sums, micro_sums, k))
+            return self.strategy.run(self.window.add, args=(element, sums, micro_sums, k))
 
         return source.accumulate(add_micro_batch, sums, in_window, k)
-
-    def _replica_add(self, element, sums, micro_sums, k):
-        """Adds one micro-batch to this replica's running sums (no
-        communication, unless the rule reduces each micro-batch)."""
-        rule = self.rule
-        micro = rule.contribution(micro_sums(*unpack(element), k))
-        if not self._densified_said:
-            self._densified_said = sparse_gradients.warn_where_densified(
-                self.cycle.optimizer, micro.gradients, sums.gradients,
-                self.forward_backward.variables(), expected=self.cycle.penalized())
-        if rule.clip_micro_batches:
-            micro = clip_mean_gradient(micro, self.cycle.optimizer)
-        if rule.apply_each_micro_batch:
-            (pattern,) = self._patterns()
-            self.cycle.update(arithmetic.divide(micro.gradients, micro.normalizer), pattern)
-        if rule.reduce_each_micro_batch:
-            micro = window_cycle.all_reduce(micro)
-        # Add once the whole backward pass is done. Added as each gradient
-        # arrives, a new sum would be allocated while the micro-batch's
-        # activations are still alive, raising the peak by the largest weight.
-        with tf.control_dependencies(micro.gradients), tf.name_scope("add_to_sums"):
-            return arithmetic.add(sums, micro)
 
     def _patterns(self) -> list:
         """The variables an update steps (one pattern): those the loss
@@ -276,7 +255,7 @@ class WindowLoop:
         side by side."""
         reduce = _summed_already if self.rule.reduce_each_micro_batch else window_cycle.all_reduce
         variables = self.forward_backward.variables()
-        reduced = self.strategy.run(lambda sums: reduce(arithmetic.gathered(sums, variables)),
+        reduced = self.strategy.run(lambda sums: reduce(self.window.finished(sums, variables)),
                                     args=(sums,))
         return self.strategy.experimental_local_results(reduced)[0]
 

@@ -50,6 +50,19 @@ REDUCTION_NORMALIZE = {
 }
 
 
+class NotPerRow(ValueError):
+    """A compiled loss that is not one value per row reduced by Keras: it returns
+    a scalar, or its own ``__call__`` reduces its values otherwise.
+
+    Attributes:
+        what: what it does, in words (after "`loss` ").
+    """
+
+    def __init__(self, what: str, message: str):
+        self.what = what
+        super().__init__(message)
+
+
 class Term(NamedTuple):
     """One output's loss: where it is, the Loss object, its weight and name."""
 
@@ -279,7 +292,8 @@ class Objective:
         ours = float(tf.math.divide_no_nan(loss_sum, divisor))
         theirs = float(term.loss(y_true, y_pred, sample_weight))
         if abs(ours - theirs) > row_means.TOLERANCE * max(1.0, abs(theirs)):
-            raise ValueError(
+            raise NotPerRow(
+                f"'{self._label(term)}' reduces its values in its own __call__",
                 f"`loss` '{self._label(term)}' ({type(term.loss).__name__}) overrides __call__: on "
                 f"rows of the data it gives {theirs:.6g}, but its values (call) divided by "
                 f"{_DIVIDES_BY[self.normalize]}, as its reduction "
@@ -432,7 +446,9 @@ def _values(loss, y_true, y_pred):
     else:
         mask = in_mask if in_mask is not None else out_mask
     if values.shape.rank == 0:
-        raise ValueError(
+        name = getattr(loss, "name", None) or type(loss).__name__
+        raise NotPerRow(
+            f"'{name}' returns one value for the batch",
             "`loss` must return one loss per sample, shape (batch, ...); it returned "
             "a scalar. Pass a Keras loss object, a loss name, or a function without "
             "reduction."
@@ -445,6 +461,8 @@ def _checked_values(loss, y_true, y_pred):
     check_targets(y_true, y_pred, None)
     try:
         values, mask = _values(loss, y_true, y_pred)
+    except NotPerRow:
+        raise
     except (ValueError, TypeError, tf.errors.InvalidArgumentError) as error:
         raise ValueError(
             f"`loss` failed on the first micro-batch: targets of shape "

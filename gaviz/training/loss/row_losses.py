@@ -139,11 +139,11 @@ class CoupledLoss(ValueError):
             f"({coupling.variation}) {_seen(coupling)}. Its value for a row depends on the "
             "other rows of its batch (pairs or negatives drawn from the batch, a "
             "normalization or ranking over it), so a micro-batch sees other rows than the "
-            "big batch and no sum over micro-batches equals Model.fit's loss. Use a loss "
-            "whose value for a row reads that row alone; or train with accumulation_steps=1 "
-            "(each batch is then Model.fit's); or accumulate in your own loop with "
-            "gaviz.Accumulator, where you decide what a micro-batch's loss is (the guide's "
-            "'Losses that couple rows')."
+            "big batch and no sum over micro-batches equals Model.fit's loss. "
+            "cached_window='auto' (the default) trains it exactly with the cached window: "
+            "the loss once on the window's outputs, one more forward pass per micro-batch; "
+            "in your own loop, gaviz.cached_gradients does the same beside gaviz.Accumulator "
+            "(the guide's 'Losses that couple rows')."
         )
 
 

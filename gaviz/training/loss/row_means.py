@@ -51,6 +51,12 @@ class Batch(NamedTuple):
     sample_weight: object = None
 
 
+def probe_batch(element, model) -> Batch:
+    """A probe's rows ``(x, y[, sample_weight])`` with ``model``'s predictions on them."""
+    x, y, *weights = element
+    return Batch(x, y, model(x, training=False), weights[0] if weights else None)
+
+
 class Gap(NamedTuple):
     """A probe on which a loss is not the mean of its rows' losses."""
 

@@ -73,6 +73,11 @@ class Rule:
             schedule reads at an update, given the micro-batches consumed up
             to the end of its window; None (exact): the optimizer's own
             count of updates, ``optimizer.iterations``.
+        caches_coupled_loss: whether a loss whose rows couple (or that is not
+            one value per row) trains with the cached window
+            (:mod:`gaviz.training.cached`: the loss once on the window's
+            outputs, exact); False: summed micro-batch by micro-batch, each
+            row meeting only its own micro-batch's rows.
         ema_updates_before_apply: ``micro_steps -> count``: how many times the
             optimizer's moving average of the weights (``use_ema=True``) moves
             towards the weights just before an update, given the window's
@@ -91,6 +96,7 @@ class Rule:
     carries_sums: bool = False
     schedule_step: Callable | None = None
     ema_updates_before_apply: Callable | None = None
+    caches_coupled_loss: bool = True
 
 
 #: The exact trainer's rule: sum everything, divide once by the window's count.
