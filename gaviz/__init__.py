@@ -4,10 +4,13 @@ Public API:
     AccumulationTrainer: the exact trainer (the window's loop in the graph).
     Accumulator, FlushAtEpochEnd: the same exact window for your own loop or
         train_step, and the Keras callback that flushes it at an epoch's end.
-    SparseGradientWarning: sparse gradients meet an optimizer for which
-        Model.fit on the big batch lands elsewhere.
+    SparseGradientWarning: a sparse gradient summed into a dense window after
+        all, where Model.fit hands its rows to the optimizer one by one.
     CoupledLoss: a compiled loss whose value for a row depends on the other
-        rows of its batch, refused before training over windows of micro-batches.
+        rows of its batch, refused with ``cached_window=False``.
+    CachedWindowUsed, cached_gradients: said where the trainer makes its
+        windows with the cached window (a loss that couples rows), and the same
+        window's gradient for your own loop.
     InexactAddedLoss: a loss added with add_loss that no window of
         micro-batches can reproduce exactly, said at run time.
     NonFiniteUpdate: raised when a window's loss or gradient is not finite.
@@ -47,6 +50,8 @@ _tensorflow.check_installed()
 _PUBLIC = {
     "AccumulationTrainer": "gaviz.training",
     "Accumulator": "gaviz.training",
+    "CachedWindowUsed": "gaviz.training",
+    "cached_gradients": "gaviz.training",
     "CoupledLoss": "gaviz.training",
     "FlushAtEpochEnd": "gaviz.training",
     "History": "gaviz.training",

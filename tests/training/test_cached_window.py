@@ -349,3 +349,45 @@ def test_a_per_row_loss_is_summed_by_default():
 def test_bad_cached_window_is_named():
     with pytest.raises(ValueError, match="`cached_window` must be one of"):
         gaviz.AccumulationTrainer(embedder("mse"), accumulation_steps=K, cached_window="yes")
+
+
+# ---------------------------------------------------------------- own loop
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "tf_function"])
+def test_an_own_loop_with_cached_gradients_equals_model_fit(graph):
+    """gaviz.cached_gradients on each window's micro-batches, applied by the loop."""
+    x, y = labelled()
+    ours, theirs = (embedder(keras.losses.Circle(), optimizer=keras.optimizers.Adam(0.05))
+                    for _ in range(2))
+    start = start_of(ours)
+    loss = keras.losses.Circle()
+
+    def window_step(window):
+        gradients, value = gaviz.cached_gradients(ours, loss, window)
+        ours.optimizer.apply_gradients(zip(gradients, ours.trainable_variables))
+        return value
+
+    step = tf.function(window_step) if graph else window_step
+    for _ in range(2):
+        for start_row in range(0, ROWS, K * B):
+            window = [(x[s:s + B], y[s:s + B])
+                      for s in range(start_row, min(start_row + K * B, ROWS), B)]
+            step(window)
+    theirs.fit(x, y, batch_size=K * B, epochs=2, shuffle=False, verbose=0)
+    assert_same_weights(ours, theirs, start, K * B)
+
+
+def test_cached_gradients_of_nothing_is_refused():
+    with pytest.raises(ValueError, match="`micro_batches` must hold at least one"):
+        gaviz.cached_gradients(embedder("mse"), keras.losses.Circle(), [])
+
+
+def test_verify_judges_a_coupled_loss_as_any_other():
+    x, y = labelled(rows=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CachedWindowUsed)
+        result = gaviz.AccumulationTrainer(
+            embedder(keras.losses.Circle(), optimizer=keras.optimizers.Adam(0.05)),
+            accumulation_steps=K).verify(x, y, batch_size=B)
+    assert result.equal, result

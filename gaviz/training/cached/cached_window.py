@@ -16,12 +16,12 @@ one micro-batch's activations plus the window's outputs:
 
 It costs one more forward pass per micro-batch. The second pass draws the
 same random masks as the first, and layers' own state (moving statistics)
-moves once per micro-batch (:mod:`gaviz.training.cached.replay`). The
+moves once per micro-batch (``gaviz.training.cached.replay``). The
 compiled metrics and Keras's per-output loss trackers see the window's
 outputs once, as ``Model.fit``'s see its batch.
 
 :class:`CachedWindow` is the window loop's second way to make a window: the
-first, :class:`gaviz.training.loop.summing.SummingWindow`, sums each
+first, ``gaviz.training.loop.summing.SummingWindow``, sums each
 micro-batch's gradients as it comes. Both give the window's
 :class:`~gaviz.training.window.arithmetic.WindowSums` (an Embedding's rows
 as :mod:`~gaviz.training.window.occurrences`), and the window's cycle
@@ -70,7 +70,7 @@ class CachedWindow:
         spec: a micro-batch's ``(x, y, sample_weight)`` of ``tf.TensorSpec``
             (``sample_weight`` None when there is none).
         reach: where the second pass notes which variables the loss reached.
-        store: a :class:`~gaviz.training.cached.store.KeptStore` for a window
+        store: a ``KeptStore`` (``gaviz.training.cached.store``) for a window
             carried into the next call, or None.
         sparse: the variables (by index) whose gradients arrive as ``tf.IndexedSlices``.
         jit: XLA compiles each micro-batch's forward and backward pass.

@@ -26,7 +26,7 @@ CHOICES = ("auto", True, False)
 
 class CachedWindowUsed(UserWarning):
     """The trainer makes each window with the cached window: the loss couples a
-    batch's rows, or is not one value per row (:mod:`gaviz.training.cached`)."""
+    batch's rows, or is not one value per row (``gaviz.training.cached``)."""
 
 
 def reason(asked, accumulates: bool, build: Callable[[], None], check: Callable[[], None],
