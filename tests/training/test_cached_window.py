@@ -391,3 +391,25 @@ def test_verify_judges_a_coupled_loss_as_any_other():
             embedder(keras.losses.Circle(), optimizer=keras.optimizers.Adam(0.05)),
             accumulation_steps=K).verify(x, y, batch_size=B)
     assert result.equal, result
+
+
+def test_an_embeddings_rows_reach_the_optimizer_as_model_fits_do():
+    """Sparse gradients under the cached window: each micro-batch's second pass
+    adds its rows of the table (tests/training/test_sparse_gradients.py), Adam
+    applies them as Model.fit does."""
+    rng = np.random.default_rng(4)
+    tokens = np.minimum(rng.geometric(0.3, (ROWS, 5)), 19).astype("int32")
+    labels = rng.integers(0, 3, ROWS).astype("int32")
+
+    def make():
+        keras.utils.set_random_seed(4)
+        model = keras.Sequential([keras.Input((5,), dtype="int32"), keras.layers.Embedding(20, 4),
+                                  keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(4),
+                                  keras.layers.UnitNormalization()])
+        model.compile(keras.optimizers.Adam(0.05), in_batch_negatives)
+        return model
+
+    trainer, ours, theirs, start, optimizer_start, got, expected, _ = trained(make, tokens, labels)
+    assert trainer.window_loop.sparse == {0}
+    assert_same_state(ours, theirs, start, optimizer_start)
+    assert_same_history(got.history, expected.history)

@@ -253,6 +253,31 @@ def assert_same_weights_but_key_biases(task, reference, start, terms):
         assert np.max(np.abs(got[i] - expected[i])) < KEY_BIAS_ATOL, names[i]
 
 
+def bert_embedder(seed=0):
+    """A sentence embedder in the manner of a KerasHub text embedder: BERT's pooled
+    output projected to 8 dimensions, its preprocessor attached, trained with Circle
+    (sentences of one label pulled together, of two pushed apart: in-batch pairs)."""
+    task = bert_classifier(seed, optimizer=keras.optimizers.AdamW(0.01))
+    embedder = keras_hub.models.BertTextClassifier(
+        task.backbone, num_classes=8, preprocessor=task.preprocessor, dropout=0.0)
+    embedder.compile(optimizer=keras.optimizers.AdamW(0.01), loss=keras.losses.Circle())
+    return embedder
+
+
+def test_a_sentence_embedder_with_circle_trains_as_its_own_fit():
+    """A loss of in-batch pairs: the cached window, the loss once on the window's
+    embeddings, as the task's fit(batch_size=12) on its batch."""
+    x, y = sentences(30)
+    task, reference = bert_embedder(), bert_embedder()
+    start = start_of(built(bert_embedder(), x))
+    with pytest.warns(gaviz.CachedWindowUsed, match="'circle' couples"):
+        trainer = gaviz.AccumulationTrainer(task, accumulation_steps=3)
+        ours = trainer.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    theirs = reference.fit(x, y, batch_size=12, epochs=2, shuffle=False, verbose=0)
+    assert_same_history(ours.history, theirs.history)
+    assert_same_weights_but_key_biases(task, reference, start, terms=12)
+
+
 def test_a_classifier_given_no_labels_is_told_they_are_required():
     trainer = gaviz.AccumulationTrainer(bert_classifier(), accumulation_steps=K)
     with pytest.raises(ValueError, match=r"`y` is required: BertTextClassifier's preprocessor "

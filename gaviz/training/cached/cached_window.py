@@ -134,8 +134,9 @@ class CachedWindow:
         if metrics is not None:
             metrics.update_state(y_true, outputs, sample_weight)
         after_first = self.state.read()
-        sums = self._second_pass(window, count, seeds, rows, output_gradients,
-                                 shares * self._loss_scale(), variables)
+        sums = arithmetic.gathered(self._second_pass(window, count, seeds, rows, output_gradients,
+                                                     shares * self._loss_scale(), variables),
+                                   variables)
         done = tf.nest.flatten(sums.gradients, expand_composites=True)
         with tf.control_dependencies(done):
             put_back = self.state.put_back(after_first)
