@@ -16,7 +16,7 @@ import os
 import textwrap
 
 ORDER = ["dispatch", "own_loop", "pipelines", "compute", "memory", "scaling", "allreduce",
-         "dashboard", "sparse"]
+         "dashboard", "sparse", "cached"]
 README_START = "<!-- benchmarks: start (written by benchmarks/report.py) -->"
 README_END = "<!-- benchmarks: end -->"
 # The README's headline targets: (benchmark, the start of the target's `what`).
@@ -119,15 +119,16 @@ def figure(results: list[dict], path: str):
     import matplotlib.pyplot as plt
 
     by_name = {r["name"]: r["plot"] for r in results}
-    fig = plt.figure(figsize=(28, 13))
+    fig = plt.figure(figsize=(32, 13))
     # The targets' text (spare) spans a row: its lines are long.
-    axes = fig.subplot_mosaic([["dispatch", "own_loop", "pipelines", "memory", "dashboard"],
-                               ["compute", "time_k", "loss_k", "allreduce", "sparse"],
-                               ["spare"] * 5], height_ratios=[1, 1, 0.9])
+    axes = fig.subplot_mosaic([["dispatch", "own_loop", "pipelines", "memory", "dashboard",
+                                "cached"],
+                               ["compute", "time_k", "loss_k", "allreduce", "sparse", "cached"],
+                               ["spare"] * 6], height_ratios=[1, 1, 0.9])
     (dispatch, pipelines, own_loop, compute, memory, dashboard, time_k, loss_k, allreduce,
-     sparse, spare) = (axes[name] for name in (
+     sparse, cached, spare) = (axes[name] for name in (
         "dispatch", "pipelines", "own_loop", "compute", "memory", "dashboard", "time_k", "loss_k",
-        "allreduce", "sparse", "spare"))
+        "allreduce", "sparse", "cached", "spare"))
     spare.axis("off")
     verdicts = [
         f"{'met' if t['met'] else 'MISSED'}: {r['title'].split(':')[0]}, "
@@ -217,6 +218,11 @@ def figure(results: list[dict], path: str):
     sparse.set_title("6. An Embedding's window", loc="right")  # the figure's edge
     sparse.legend(fontsize=7, loc="lower right")
     sparse.grid(True, alpha=0.3)
+
+    p = by_name["cached"]
+    labels = [label.replace("gaviz, ", "").replace(", ", "\n", 1) for label in p["labels"]]
+    bars(cached, labels, p["ms"], "ms per epoch", "", highlight=(1, 2))
+    cached.set_title("7. The cached window", loc="right")  # the figure's edge
 
     fig.suptitle("gaviz benchmarks: " + environment_line(results), fontsize=11)
     fig.tight_layout()

@@ -65,6 +65,8 @@ def fake_results(directory: Path):
         "sparse": {"k": [2, 8, 32], "table_mib": 29.3,
                    "mib": {c: [10.0, 30.0, 70.0] for c in ("occurrences", "dense", "keras")},
                    "labels": {c: c for c in ("occurrences", "dense", "keras")}},
+        "cached": {"labels": ["gaviz, summing", "gaviz, cached", "Model.fit"],
+                   "ms": [10.0, 12.0, 40.0], "mib_labels": ["a", "b"], "mib": [20.0, 25.0]},
     }
     for name in report.ORDER:
         result = {

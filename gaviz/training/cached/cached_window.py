@@ -84,8 +84,13 @@ class CachedWindow:
         self.store, self.sparse = store, frozenset(sparse)
         self.loss_scaled = optimizers.loss_scaled(optimizer)
         self.state = StateVariables.of(model)
-        self._forward = tf.function(self._forward_pass, jit_compile=jit, autograph=False)
-        self._backward = tf.function(self._backward_pass, jit_compile=jit, autograph=False)
+        # Without XLA each pass is traced into the window loop's graph, as the
+        # summing window's micro-step is (a nested function's activations
+        # measured alive longer: benchmarks/bench_cached.py).
+        self._traced_forward = tf.function(self._forward_pass, jit_compile=jit, autograph=False)
+        self._forward = self._traced_forward if jit else self._forward_pass
+        self._backward = (tf.function(self._backward_pass, jit_compile=True, autograph=False)
+                          if jit else self._backward_pass)
 
     # ------------------------------------------- what the window loop asks
 
@@ -241,11 +246,12 @@ class CachedWindow:
     def _output_spec(self):
         """The model's outputs on a micro-batch, as a nest of ``tf.TensorSpec``
         (rows unknown)."""
-        return spec_of(self._forward.get_concrete_function(self.spec[0]).structured_outputs[0])
+        return spec_of(self._traced_forward.get_concrete_function(
+            self.spec[0]).structured_outputs[0])
 
     def _mask_spec(self) -> list:
         """Per output (flat), the ``tf.TensorSpec`` of its Keras mask, or None."""
-        masks = self._forward.get_concrete_function(self.spec[0]).structured_outputs[2]
+        masks = self._traced_forward.get_concrete_function(self.spec[0]).structured_outputs[2]
         return [None if m is None else tf.TensorSpec([None, *m.shape[1:]], m.dtype)
                 for m in masks]
 
