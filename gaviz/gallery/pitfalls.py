@@ -397,6 +397,30 @@ GALLERY = (
         rule=Rule(ema_updates_before_apply=average_each_micro_step),
         requires=require_moving_average,
     ),
+    Pitfall(
+        name="coupled_loss_summed", class_name="CoupledLossSummed",
+        summary="A loss that couples a batch's rows is summed micro-batch by micro-batch.",
+        symptom="each row meets only its own micro-batch's rows: its in-batch negatives "
+                "are b - 1, not k * b - 1, and a batch statistic (a mean, a rank) is the "
+                "micro-batch's; the updates land elsewhere than the big batch's, though "
+                "every micro-batch is counted by its rows.",
+        cause="the loss (a contrastive loss with in-batch negatives, Circle, Dice, a loss "
+              "normalized over its batch) is not a mean of per-row terms, so no sum of "
+              "micro-batches' losses is the window's: what any accumulation loop that adds "
+              "micro-batches' gradients does with it.",
+        fix="compute the loss once on the window's outputs and back-propagate each "
+            "micro-batch's rows of its gradient (the cached window: the trainer's default, "
+            "gaviz.cached_gradients in your own loop)",
+        detect="with the squared mean of the batch's residuals as the loss and one weight "
+               "per micro-batch, micro-batch i's weight moves ``m_i / m`` of the exact move "
+               "(its own rows' mean residual over the window's).",
+        lesson="11_caveats",
+        probe="", signature="diagnose's probes use a per-row loss (mean squared error): "
+                            "not probed",
+        story="first_update",
+        # PITFALL: a coupled loss summed per micro-batch, not cached (caches_coupled_loss).
+        rule=Rule(caches_coupled_loss=False),
+    ),
 )
 
 

@@ -1,6 +1,7 @@
 """Each pitfall produces its own specific wrong number; the exact trainer does not."""
 
 import inspect
+import warnings
 
 import keras
 import matplotlib
@@ -52,7 +53,7 @@ def test_gallery_names_and_labels():
         "missing_reset", "missing_normalization", "dropped_tail", "update_every_micro_step",
         "zeroed_weights", "mean_of_means", "per_micro_batch_clipping",
         "regularizer_every_micro_step", "under_scaled_tail", "carried_tail",
-        "schedule_per_micro_step", "ema_per_micro_step",
+        "schedule_per_micro_step", "ema_per_micro_step", "coupled_loss_summed",
     }
     source = inspect.getsource(gaviz.gallery.pitfalls)
     records = source[source.index("GALLERY = ("):].split("    Pitfall(\n")[1:]
@@ -343,3 +344,40 @@ def test_ema_per_micro_step_needs_a_moving_average():
     with pytest.raises(gaviz.gallery.pitfalls.OptimizerRefused, match=r"use_ema=True") as caught:
         PITFALLS["ema_per_micro_step"](one_weight(), sgd(), "mse", K)
     assert isinstance(caught.value, ValueError) and caught.value.needs == "use_ema=True"
+
+
+class SquaredMeanResidual(keras.losses.Loss):
+    """The square of the batch's mean residual: each row's value reads the batch's mean."""
+
+    def call(self, y_true, y_pred):
+        residual = (y_pred - y_true)[:, 0]
+        return residual * keras.ops.mean(residual)
+
+
+def test_coupled_loss_summed_moves_each_micro_batch_by_its_own_mean_over_the_windows():
+    """One weight per micro-batch (micro-batch i reads input i alone): summed per
+    micro-batch, weight i moves m_i / m of the exact move, m_i its rows' mean
+    residual and m the window's."""
+    k, b = 4, 3
+    rng = np.random.default_rng(0)
+    residuals = rng.uniform(0.5, 1.5, (k, b)).astype("float32")
+    x = np.repeat(np.eye(k, dtype="float32"), b, axis=0)
+    y = -residuals.reshape(-1, 1)  # the model starts at 0: its residuals are these
+
+    def model():
+        keras.utils.set_random_seed(0)
+        return keras.Sequential([keras.Input((k,)),
+                                 keras.layers.Dense(1, use_bias=False, kernel_initializer="zeros")])
+
+    moves = {}
+    for name, cls in (("exact", gaviz.AccumulationTrainer),
+                      ("summed", PITFALLS["coupled_loss_summed"])):
+        trained = model()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", gaviz.CachedWindowUsed)
+            cls(trained, keras.optimizers.SGD(0.1), SquaredMeanResidual(), k).fit(
+                x, y, batch_size=b, shuffle=False, verbose=0)
+        moves[name] = trained.get_weights()[0][:, 0]
+    means = residuals.mean(axis=1)
+    np.testing.assert_allclose(moves["summed"] / moves["exact"], means / means.mean(), rtol=1e-5)
+    assert np.max(np.abs(means / means.mean() - 1)) > 0.05  # the data shows it
