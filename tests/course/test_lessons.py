@@ -34,8 +34,9 @@ from lesson_runner import (
 
 EXPECTED = [f"{n:02d}" for n in range(14)]
 # The whole course (Kaggle Learn runs about 500 words a lesson); 11,000 since the capstone on
-# real text (issue #25, "A capstone on real text"), about 900 words of its own.
-MARKDOWN_WORDS = 11_000
+# real text (issue #25, "A capstone on real text"), about 900 words of its own; 11,500 with the
+# cached window, a loss that couples rows (issue #58).
+MARKDOWN_WORDS = 11_500
 CODE_CELL_LINES = 30
 REPOSITORY = "gaviz/gaviz"
 
