@@ -413,3 +413,18 @@ def test_an_embeddings_rows_reach_the_optimizer_as_model_fits_do():
     assert trainer.window_loop.sparse == {0}
     assert_same_state(ours, theirs, start, optimizer_start)
     assert_same_history(got.history, expected.history)
+
+
+def test_several_replicas_and_other_rules_are_refused_by_name():
+    """Model.fit under a strategy computes a coupled loss on each replica's contiguous
+    share of its batch, which no window's replicas hold: refused, as is a rule that
+    sums micro-batches its own way."""
+    from gaviz.training.fit import checks
+
+    class TwoReplicas:
+        num_replicas_in_sync = 2
+
+    with pytest.raises(ValueError, match="strategy has 2 replicas.*contiguous share"):
+        checks.check_cached_window(TwoReplicas(), exact_rule=True)
+    with pytest.raises(ValueError, match="another `rule`"):
+        checks.check_cached_window(tf.distribute.get_strategy(), exact_rule=False)
