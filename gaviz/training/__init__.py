@@ -2,7 +2,7 @@
 the graph, with ``Model.fit``'s conventions), ``Accumulator`` (the same window
 for your own loop or ``train_step``), and what a run reports.
 
-``trainer`` builds its window loop from parts, in seven folders: ``window``
+``trainer`` builds its window loop from parts, in eight folders: ``window``
 (one window's life, each decision made once for the trainer and the
 Accumulator), ``loop`` (the trainer's graph call), ``data`` (fit's data as a
 feed of passes), ``fit`` (fit's Python side: epochs, callbacks, history,
