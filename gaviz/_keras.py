@@ -15,6 +15,10 @@ import re
 
 import keras
 
+# keras/src/backend/common/global_state.py and keras/src/random/seed_generator.py:
+# the SeedGenerator keras.random's functions draw from when given no seed.
+from keras.src.backend.common.global_state import get_global_attribute, set_global_attribute
+
 # keras/src/backend/common/masking.py: the mask a layer attached to its output,
 # as Keras's losses and metrics read it (and attaching one to a tensor).
 from keras.src.backend.common.masking import get_keras_mask, set_keras_mask
@@ -69,7 +73,7 @@ def check_version(version: str | None = None) -> None:
 #: The private functions imported above (tests check each is there).
 NAMES = ("get_data_adapter", "train_validation_split", "class_weight_to_sample_weights",
          "make_class_weight_map_fn", "get_keras_mask", "set_keras_mask", "model_supports_jit",
-         "LossFunctionWrapper")
+         "LossFunctionWrapper", "get_global_attribute", "set_global_attribute")
 
 
 # keras/src/trainers/trainer.py: what Trainer.compile sets on a model, and
@@ -184,6 +188,21 @@ def move_moving_average(optimizer, variables) -> None:
     was built with, in order): ``average = m * average + (1 - m) * variable``, with
     ``m = ema_momentum``, or 0 while ``optimizer.iterations == 0``."""
     optimizer._update_model_variables_moving_average(variables)
+
+
+# keras/src/random/seed_generator.py: ``global_seed_generator()`` keeps the
+# generator as the global attribute "global_seed_generator" (what verify puts back).
+
+def global_seed_generator():
+    """Keras's global ``SeedGenerator`` (``keras.random``'s draws without a seed)
+    if one was made, else None (``set_random_seed`` drops it; the next draw
+    makes it again from the seed)."""
+    return get_global_attribute("global_seed_generator")
+
+
+def set_global_seed_generator(generator) -> None:
+    """Makes ``generator`` (a ``SeedGenerator``, or None) Keras's global one."""
+    set_global_attribute("global_seed_generator", generator)
 
 
 #: Private attributes, by the Keras object that holds them: each must be on

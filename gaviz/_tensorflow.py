@@ -297,3 +297,77 @@ def sliced_arrays(dataset) -> SlicedArrays | None:
     except (AttributeError, TypeError, ValueError):
         return None
     return SlicedArrays(tensors, batch_size, drop_remainder)
+
+
+def unshared_copy(dataset):
+    """``dataset`` made again from its graph, each of its shuffles (and
+    ``Dataset.random``) with a seed generator of its own, starting from its
+    seeds as a new pipeline's does; None where TensorFlow cannot serialize it.
+
+    A ``shuffle`` that reshuffles each iteration draws each iteration's seeds
+    from a seed generator held by the dataset, which every dataset made from
+    it (``unbatch``, ``take``) shares: iterating one of those advances the
+    dataset's next order. Serialized (``DatasetV2._as_serialized_graph``, in
+    tensorflow/python/data/ops/dataset_ops.py), a shuffle's node takes that
+    generator as a constant resource handle, its input ``seed_generator``;
+    given a ``DummySeedGenerator`` instead, its kernel makes a generator of
+    its own, as Python's ``shuffle`` does (shuffle_op.py), so iterating the
+    copy leaves ``dataset``'s untouched (tests/training/test_verify_rows.py
+    checks that this still holds).
+    """
+    import tensorflow as tf  # loaded already: the dataset is TensorFlow's
+    from tensorflow.core.framework import graph_pb2
+    from tensorflow.python.framework import op_def_registry
+
+    try:
+        serialized = dataset._as_serialized_graph(
+            external_state_policy=tf.data.experimental.ExternalStatePolicy.IGNORE)
+        graph = graph_pb2.GraphDef.FromString(serialized.numpy())
+        generators = []
+        for node in graph.node:
+            op_def = op_def_registry.get(node.op)
+            position = 0
+            for arg in op_def.input_arg if op_def is not None else ():
+                if arg.name == "seed_generator":
+                    generators.append(f"{node.name}/unshared_seed_generator")
+                    node.input[position] = generators[-1]
+                position += (node.attr[arg.number_attr].i if arg.number_attr else
+                             len(node.attr[arg.type_list_attr].list.type)
+                             if arg.type_list_attr else 1)
+        for name in generators:
+            graph.node.add(name=name, op="DummySeedGenerator")
+        variant = tf.raw_ops.DatasetFromGraph(graph_def=graph.SerializeToString())
+        return tf.data.experimental.from_variant(variant, dataset.element_spec)
+    except (AttributeError, TypeError, ValueError, tf.errors.OpError):
+        return None
+
+
+def global_generator():
+    """TensorFlow's global ``tf.random.Generator`` if one was made, else None
+    (``tf.random.get_global_generator`` would make one):
+    tensorflow/python/ops/stateful_random_ops.py's ``global_generator``."""
+    from tensorflow.python.ops import stateful_random_ops
+
+    return getattr(stateful_random_ops, "global_generator", None)
+
+
+def operation_seeds():
+    """Where TensorFlow's sequence of eager operation seeds stands (None where
+    no global seed is set): ``tf.random.set_seed`` makes ``context._rng``, a
+    ``random.Random``, and each eager op or dataset given no seed of its own
+    (``Dataset.shuffle(n)``) draws its seed from it
+    (tensorflow/python/eager/context.py, ``_internal_operation_seed``)."""
+    from tensorflow.python.eager import context
+
+    rng = getattr(context.context(), "_rng", None)
+    return None if rng is None else rng.getstate()
+
+
+def set_operation_seeds(state) -> None:
+    """Puts the sequence of eager operation seeds back where ``state`` (from
+    :func:`operation_seeds`) says it stood."""
+    from tensorflow.python.eager import context
+
+    rng = getattr(context.context(), "_rng", None)
+    if rng is not None and state is not None:
+        rng.setstate(state)

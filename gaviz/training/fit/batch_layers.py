@@ -53,6 +53,16 @@ def seed_state(variable) -> bool:
     return "seed_generator" in variable.path
 
 
+def watched_variables(model) -> list:
+    """``model``'s non-trainable variables that a layer may update in training,
+    BatchNormalization's (warned about above) and random layers' seed states
+    (statistical, like Dropout) left out."""
+    skipped = {id(v) for layer in _keras.flatten_layers(model)
+               if isinstance(layer, BATCH_DEPENDENT) for v in layer.variables}
+    return [v for v in model.non_trainable_variables
+            if id(v) not in skipped and not seed_state(v)]
+
+
 class StateWatch:
     """Finds layers that update their own non-trainable variables in training
     (a running mean, a counter): once per micro-batch under accumulation, once
@@ -63,10 +73,7 @@ class StateWatch:
     """
 
     def __init__(self, model):
-        skipped = {id(v) for layer in _keras.flatten_layers(model)
-                   if isinstance(layer, BATCH_DEPENDENT) for v in layer.variables}
-        self.variables = [v for v in model.non_trainable_variables
-                          if id(v) not in skipped and not seed_state(v)]
+        self.variables = watched_variables(model)
         self.before = [np.array(v.numpy()) for v in self.variables]
 
     def changed(self) -> list[str]:
