@@ -65,7 +65,8 @@ OLDEST_TESTS := tests/training/test_exactness.py tests/training/test_keras_fit_e
 	tests/training/test_every_optimizer.py tests/training/test_compiling.py tests/training/test_own_loss.py \
 	tests/test_keras_door.py tests/training/test_training_contract.py \
 	tests/training/test_precision_and_memory.py tests/training/test_tokens_and_batchnorm.py tests/training/test_accumulator.py \
-	tests/training/test_feeds.py tests/training/test_overlap.py
+	tests/training/test_feeds.py tests/training/test_overlap.py \
+	tests/training/test_sparse_gradients.py tests/training/test_cached_window.py
 
 test-oldest:
 	test -x $(VENV_OLDEST)/bin/python || $(PYTHON) -m venv $(VENV_OLDEST)
