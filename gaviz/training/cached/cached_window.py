@@ -76,8 +76,8 @@ class CachedWindow:
         jit: XLA compiles each micro-batch's forward and backward pass.
     """
 
-    def __init__(self, model, optimizer, spec, reach: Reach | None = None, store=None,
-                 sparse=frozenset(), jit: bool = False):
+    def __init__(self, model, optimizer, spec, reach=None, store=None, sparse=frozenset(),
+                 jit: bool = False):
         self.model, self.optimizer = model, optimizer
         self.spec = tuple(plain(part) for part in spec)
         self.reach = reach or Reach()

@@ -75,7 +75,7 @@ class Rule:
             count of updates, ``optimizer.iterations``.
         caches_coupled_loss: whether a loss whose rows couple (or that is not
             one value per row) trains with the cached window
-            (:mod:`gaviz.training.cached`: the loss once on the window's
+            (``gaviz.training.cached``: the loss once on the window's
             outputs, exact); False: summed micro-batch by micro-batch, each
             row meeting only its own micro-batch's rows.
         ema_updates_before_apply: ``micro_steps -> count``: how many times the
