@@ -184,7 +184,7 @@ def test_unexplained_comes_after_every_probe_and_says_what_was_tried(rows):
         assert tried in evidence, evidence
 
 
-def test_a_verifications_kind_is_one_of_three_and_says_whether_fit_trains():
+def test_a_verifications_kind_is_one_of_three_and_says_whether_fit_trains(capsys):
     made = dict(accumulation_steps=2, micro_batch_size=1, rows=3, micro_batches=3, weights=[],
                 optimizer=[], logs={})
     assert report.Verification(True, **made).kind == "equal"
@@ -196,5 +196,8 @@ def test_a_verifications_kind_is_one_of_three_and_says_whether_fit_trains():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         report.required(report.Verification(False, **made, kind=report.RANDOM_DRAWS), 0)
+    assert capsys.readouterr().out == ""
+    report.required(report.Verification(False, **made, kind=report.RANDOM_DRAWS), 1)
+    assert capsys.readouterr().out.startswith("Equal up to the random draws: gaviz is Model.fit")
     with pytest.raises(gaviz.NotExact):
         report.required(report.Verification(False, **made), 0)
