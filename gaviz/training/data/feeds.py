@@ -227,9 +227,18 @@ def batch_size_of(x) -> int | None:
         return None
     size = tf.nest.flatten(x.element_spec)[0].shape[:1].num_elements()
     if size is None:
-        first = next(iter(x.take(1)), None)
+        first = next(iter(read_ahead(x).take(1)), None)
         size = None if first is None else int(tf.shape(tf.nest.flatten(first)[0])[0])
     return size
+
+
+def read_ahead(dataset):
+    """What to read ``dataset``'s first elements from before training: a copy
+    whose shuffles draw their own seeds (``_tensorflow.unshared_copy``), so that
+    epoch 1 reads the order Model.fit's epoch 1 reads (a ``shuffle(seed=...)``
+    that reshuffles each iteration gives each iterator the next order); the
+    dataset itself where TensorFlow cannot copy it."""
+    return _tensorflow.unshared_copy(dataset) or dataset
 
 
 def _paired(dataset):
@@ -349,7 +358,7 @@ class DatasetFeed(Feed):
         reads from it (what follows the cache in the pipeline runs once more).
         """
         if self._first is None:
-            elements = iter(self.dataset)
+            elements = iter(read_ahead(self.dataset))
             self._first = next(elements, None)
             if _tensorflow.dataset_caches(self.dataset) and not self.endless():
                 for _ in elements:  # to the end, which completes the cache
@@ -364,7 +373,7 @@ class DatasetFeed(Feed):
         first = self.first()
         if not self.rereadable or self.endless():
             return first
-        batches = list(self.dataset.take(self.PROBE_MICRO_BATCHES))
+        batches = list(read_ahead(self.dataset).take(self.PROBE_MICRO_BATCHES))
         try:
             return tf.nest.map_structure(
                 lambda *parts: None if parts[0] is None else tf.concat(parts, axis=0), *batches
