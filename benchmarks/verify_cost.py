@@ -148,6 +148,7 @@ def measure(name):
         result, verify_seconds, verify_bytes = run(check)
         _, run_seconds, run_bytes = run(work)
     return {"model": name, "k": k, "b": data["batch_size"], "equal": result.equal,
+            "kind": result.kind,
             "causes": [c.name for c in result.causes], "verify_s": verify_seconds,
             "verify_mib": verify_bytes / 2**20, "run_s": run_seconds, "run_mib": run_bytes / 2**20,
             "micro": result.micro_batch_size, "rows": result.rows}
@@ -193,7 +194,7 @@ def main():
           "| one epoch of the run: s, peak growth MiB |")
     print("| --- | --- | --- | ---: | ---: |")
     for r in rows:
-        verdict = "equal" if r["equal"] else "different: " + ", ".join(r["causes"])
+        verdict = r["kind"] if r["equal"] else f"{r['kind']}: " + ", ".join(r["causes"])
         print(f"| {r['model']} | {r['k']}, {r['b']} ({r['micro']}, {r['rows']} rows) | {verdict} "
               f"| {r['verify_s']:.1f}, {r['verify_mib']:.1f} | {r['run_s']:.1f}, "
               f"{r['run_mib']:.1f} |")
